@@ -1,0 +1,125 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors returned by a Store. Expected outcomes (duplicate, in progress,
+// mismatch, window held) are results, not errors.
+var (
+	// ErrLeaseLost is returned by Extend, Complete and Release when the hold's
+	// token is no longer current: the lease expired and another worker claimed
+	// the key, or the record was forgotten. Nothing was written.
+	ErrLeaseLost = errors.New("dedup: lease lost")
+
+	// ErrResultTooLarge is returned by Complete for a result over the store's
+	// MaxResultBytes. Nothing was written; the claim is still held.
+	ErrResultTooLarge = errors.New("dedup: result too large")
+)
+
+// Store is the idempotency record and window engine. Every method is one
+// atomic Redis call (Extend pipelines one call per hold).
+type Store interface {
+	// Claim takes the key for one run. fingerprint "" skips the mismatch check.
+	Claim(ctx context.Context, key Key, fingerprint string, lease time.Duration) (Claim, error)
+	// Extend pushes the lease of each hold to now+lease; the i-th error is
+	// nil, ErrLeaseLost or a Redis failure for holds[i].
+	Extend(ctx context.Context, lease time.Duration, holds ...Hold) []error
+	// Complete marks the key done with result, kept for the store's done TTL.
+	Complete(ctx context.Context, h Hold, result []byte) error
+	// Release marks the run failed; the next Claim may acquire the key at once.
+	Release(ctx context.Context, h Hold, cause string) error
+	// Status reads the record; State is StateAbsent when there is none.
+	Status(ctx context.Context, key Key) (Record, error)
+	// Forget deletes the record and any window of key.
+	Forget(ctx context.Context, key Key) error
+	// Reserve takes key's window for holder if it is free (first wins).
+	Reserve(ctx context.Context, key Key, window time.Duration, holder string) (Reservation, error)
+	// Unreserve frees key's window if holder still holds it, e.g. when the
+	// enqueue it guarded failed.
+	Unreserve(ctx context.Context, key Key, holder string) error
+}
+
+// ClaimOutcome says what Claim decided.
+type ClaimOutcome int
+
+const (
+	// Acquired: the caller holds the key and must Complete or Release it.
+	Acquired ClaimOutcome = iota + 1
+	// Duplicate: the job is done; Result and CompletedAt are set.
+	Duplicate
+	// InProgress: another holder's lease runs until LeaseUntil.
+	InProgress
+	// Mismatch: the key was claimed with another payload (Fingerprint is the stored one).
+	Mismatch
+)
+
+func (o ClaimOutcome) String() string {
+	switch o {
+	case Acquired:
+		return "acquired"
+	case Duplicate:
+		return "duplicate"
+	case InProgress:
+		return "in_progress"
+	case Mismatch:
+		return "mismatch"
+	}
+	return "unknown"
+}
+
+// Hold is the right to finish one run of a key. Token is a fencing token: it
+// grows with every acquisition, and only the current one may write.
+type Hold struct {
+	Key   Key
+	Token int64
+}
+
+// Claim is the result of Store.Claim.
+type Claim struct {
+	Outcome     ClaimOutcome
+	Hold        Hold      // Acquired
+	Attempt     int       // Acquired: 1 for the first run of this record
+	Result      []byte    // Duplicate
+	CompletedAt time.Time // Duplicate
+	LeaseUntil  time.Time // Acquired, InProgress
+	Owner       string    // InProgress: who holds the lease
+	Fingerprint string    // Mismatch: the stored fingerprint
+}
+
+// State of an idempotency record.
+type State string
+
+const (
+	StateAbsent  State = "absent"
+	StateRunning State = "running"
+	StateDone    State = "done"
+	StateFailed  State = "failed"
+)
+
+// Record is what Status reports about a key.
+type Record struct {
+	Key         Key
+	State       State
+	Fingerprint string
+	Attempts    int
+	Token       int64
+	Owner       string
+	Result      []byte
+	Error       string    // last Release cause
+	FirstSeen   time.Time // first claim of this record
+	UpdatedAt   time.Time
+	CompletedAt time.Time
+	LeaseUntil  time.Time
+	ExpiresIn   time.Duration // time to live left in Redis
+}
+
+// Reservation is the result of Store.Reserve.
+type Reservation struct {
+	Reserved bool
+	// Holder and RetryAfter describe the window that blocked the caller.
+	Holder     string
+	RetryAfter time.Duration
+}
