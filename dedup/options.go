@@ -1,0 +1,54 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Options configures a RedisStore.
+type Options struct {
+	// DoneTTL is how long a done record and its result are kept, so later
+	// deliveries are acknowledged as duplicates. Default: 24h.
+	DoneTTL time.Duration
+	// FailedTTL is how long a failed record stays visible to Status. It never
+	// blocks a claim. It is also the grace a running record outlives its
+	// lease by. Default: 1h.
+	FailedTTL time.Duration
+	// MaxResultBytes caps a stored result. Default: 64 KiB.
+	MaxResultBytes int
+	// Owner names this process in running records. Default: hostname/pid.
+	Owner string
+	// Observer sees every decision. Default: none.
+	Observer Observer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.DoneTTL == 0 {
+		o.DoneTTL = 24 * time.Hour
+	}
+	if o.FailedTTL == 0 {
+		o.FailedTTL = time.Hour
+	}
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = 64 << 10
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		o.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if o.Observer == nil {
+		o.Observer = func(context.Context, Decision) {}
+	}
+	switch {
+	case o.DoneTTL < time.Millisecond:
+		return o, errors.New("dedup: DoneTTL must be at least 1ms")
+	case o.FailedTTL < time.Millisecond:
+		return o, errors.New("dedup: FailedTTL must be at least 1ms")
+	case o.MaxResultBytes < 0:
+		return o, errors.New("dedup: MaxResultBytes must not be negative")
+	}
+	return o, nil
+}

@@ -1,0 +1,250 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisStore is the Store on Redis: single, Sentinel or Cluster alike.
+type RedisStore struct {
+	rdb  redis.UniversalClient
+	opts Options
+}
+
+var _ Store = (*RedisStore)(nil)
+
+// NewRedisStore returns a Store on rdb. The caller owns rdb and closes it.
+func NewRedisStore(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &RedisStore{rdb: rdb, opts: opts}, nil
+}
+
+// Options returns the store's effective options, defaults applied.
+func (s *RedisStore) Options() Options { return s.opts }
+
+func (s *RedisStore) observe(ctx context.Context, op Op, k Key, o Outcome, tok int64, reason string) {
+	s.opts.Observer(ctx, Decision{Op: op, Key: k, Outcome: o, Token: tok, Reason: reason})
+}
+
+func (s *RedisStore) fail(ctx context.Context, op Op, k Key, err error) error {
+	s.observe(ctx, op, k, OutcomeError, 0, err.Error())
+	return fmt.Errorf("dedup: %s %q: %w", op, k.String(), err)
+}
+
+func (s *RedisStore) runningTTL(lease time.Duration) int64 {
+	return (lease + s.opts.FailedTTL).Milliseconds()
+}
+
+// Claim implements Store.
+func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration) (Claim, error) {
+	if lease < time.Millisecond {
+		return Claim{}, fmt.Errorf("dedup: claim %q: lease %v below 1ms", k.String(), lease)
+	}
+	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k)},
+		fingerprint, lease.Milliseconds(), s.opts.Owner, s.runningTTL(lease)).Slice()
+	if err != nil {
+		return Claim{}, s.fail(ctx, OpClaim, k, err)
+	}
+	c, err := parseClaim(k, v)
+	if err != nil {
+		return Claim{}, s.fail(ctx, OpClaim, k, err)
+	}
+	switch c.Outcome {
+	case Acquired:
+		s.observe(ctx, OpClaim, k, OutcomeClaimed, c.Hold.Token, "")
+	case Duplicate:
+		s.observe(ctx, OpClaim, k, OutcomeDuplicate, 0, "done at "+c.CompletedAt.UTC().Format(time.RFC3339Nano))
+	case InProgress:
+		s.observe(ctx, OpClaim, k, OutcomeInProgress, 0,
+			fmt.Sprintf("lease held by %s until %s", c.Owner, c.LeaseUntil.UTC().Format(time.RFC3339Nano)))
+	case Mismatch:
+		s.observe(ctx, OpClaim, k, OutcomeMismatch, 0, "stored fingerprint "+c.Fingerprint)
+	}
+	return c, nil
+}
+
+func parseClaim(k Key, v []any) (Claim, error) {
+	if len(v) == 0 {
+		return Claim{}, errors.New("empty reply")
+	}
+	code, _ := v[0].(int64)
+	switch {
+	case code == 1 && len(v) == 4:
+		return Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: asInt(v[1])},
+			Attempt: int(asInt(v[2])), LeaseUntil: time.UnixMilli(asInt(v[3]))}, nil
+	case code == 2 && len(v) == 3:
+		res, _ := v[1].(string)
+		return Claim{Outcome: Duplicate, Result: []byte(res), CompletedAt: time.UnixMilli(asInt(v[2]))}, nil
+	case code == 3 && len(v) == 3:
+		own, _ := v[2].(string)
+		return Claim{Outcome: InProgress, LeaseUntil: time.UnixMilli(asInt(v[1])), Owner: own}, nil
+	case code == 4 && len(v) == 2:
+		fp, _ := v[1].(string)
+		return Claim{Outcome: Mismatch, Fingerprint: fp}, nil
+	}
+	return Claim{}, fmt.Errorf("unexpected reply %v", v)
+}
+
+func asInt(v any) int64 {
+	switch t := v.(type) {
+	case int64:
+		return t
+	case string:
+		n, _ := strconv.ParseInt(t, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// Extend implements Store. All holds go out in one pipeline: one round trip
+// per heartbeat tick, however many tasks the process runs.
+func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...Hold) []error {
+	errs := make([]error, len(holds))
+	if len(holds) == 0 {
+		return errs
+	}
+	cmds := make([]*redis.Cmd, len(holds))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, h := range holds {
+			cmds[i] = extendScript.EvalSha(ctx, p, []string{recordKey(h.Key)},
+				h.Token, lease.Milliseconds(), s.runningTTL(lease))
+		}
+		return nil
+	})
+	// Scripts not loaded yet (first use, or Redis restarted): EvalSha failed
+	// with NOSCRIPT; Run loads them for the next tick.
+	for i, h := range holds {
+		n, err := cmds[i].Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			n, err = extendScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+				h.Token, lease.Milliseconds(), s.runningTTL(lease)).Int64()
+		}
+		switch {
+		case err != nil:
+			errs[i] = s.fail(ctx, OpExtend, h.Key, err)
+		case n == 0:
+			s.observe(ctx, OpExtend, h.Key, OutcomeLeaseLost, h.Token, "token no longer current")
+			errs[i] = fmt.Errorf("dedup: extend %q: %w", h.Key.String(), ErrLeaseLost)
+		default:
+			s.observe(ctx, OpExtend, h.Key, OutcomeExtended, h.Token, "")
+		}
+	}
+	return errs
+}
+
+// Complete implements Store.
+func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte) error {
+	if len(result) > s.opts.MaxResultBytes {
+		return fmt.Errorf("dedup: complete %q: %d bytes over %d: %w",
+			h.Key.String(), len(result), s.opts.MaxResultBytes, ErrResultTooLarge)
+	}
+	n, err := completeScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+		h.Token, result, s.opts.DoneTTL.Milliseconds()).Int64()
+	return s.finish(ctx, OpComplete, OutcomeCompleted, h, n, err)
+}
+
+// Release implements Store.
+func (s *RedisStore) Release(ctx context.Context, h Hold, cause string) error {
+	n, err := releaseScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+		h.Token, cause, s.opts.FailedTTL.Milliseconds()).Int64()
+	return s.finish(ctx, OpRelease, OutcomeReleased, h, n, err)
+}
+
+func (s *RedisStore) finish(ctx context.Context, op Op, ok Outcome, h Hold, n int64, err error) error {
+	switch {
+	case err != nil:
+		return s.fail(ctx, op, h.Key, err)
+	case n == 0:
+		s.observe(ctx, op, h.Key, OutcomeLeaseLost, h.Token, "token no longer current")
+		return fmt.Errorf("dedup: %s %q: %w", op, h.Key.String(), ErrLeaseLost)
+	}
+	s.observe(ctx, op, h.Key, ok, h.Token, "")
+	return nil
+}
+
+// Status implements Store.
+func (s *RedisStore) Status(ctx context.Context, k Key) (Record, error) {
+	var all *redis.MapStringStringCmd
+	var ttl *redis.DurationCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		all = p.HGetAll(ctx, recordKey(k))
+		ttl = p.PTTL(ctx, recordKey(k))
+		return nil
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("dedup: status %q: %w", k.String(), err)
+	}
+	m := all.Val()
+	r := Record{Key: k, State: StateAbsent}
+	if len(m) == 0 {
+		return r, nil
+	}
+	ms := func(f string) time.Time {
+		if n := asInt(m[f]); n > 0 {
+			return time.UnixMilli(n)
+		}
+		return time.Time{}
+	}
+	r.State = State(m["st"])
+	r.Fingerprint = m["fp"]
+	r.Attempts = int(asInt(m["att"]))
+	r.Token = asInt(m["tok"])
+	r.Owner = m["own"]
+	if res, ok := m["res"]; ok {
+		r.Result = []byte(res)
+	}
+	r.Error = m["err"]
+	r.FirstSeen, r.UpdatedAt, r.CompletedAt, r.LeaseUntil = ms("fs"), ms("ua"), ms("ca"), ms("lu")
+	if d := ttl.Val(); d > 0 {
+		r.ExpiresIn = d
+	}
+	return r, nil
+}
+
+// Forget implements Store.
+func (s *RedisStore) Forget(ctx context.Context, k Key) error {
+	// Two keys in one slot (same hash tag): one DEL works on Cluster too.
+	if err := s.rdb.Del(ctx, recordKey(k), windowKey(k)).Err(); err != nil {
+		return fmt.Errorf("dedup: forget %q: %w", k.String(), err)
+	}
+	return nil
+}
+
+// Reserve implements Store.
+func (s *RedisStore) Reserve(ctx context.Context, k Key, window time.Duration, holder string) (Reservation, error) {
+	if window < time.Millisecond {
+		return Reservation{}, fmt.Errorf("dedup: reserve %q: window %v below 1ms", k.String(), window)
+	}
+	v, err := reserveScript.Run(ctx, s.rdb, []string{windowKey(k)}, holder, window.Milliseconds()).Slice()
+	if err != nil {
+		return Reservation{}, s.fail(ctx, OpReserve, k, err)
+	}
+	if len(v) == 1 {
+		s.observe(ctx, OpReserve, k, OutcomeReserved, 0, "")
+		return Reservation{Reserved: true}, nil
+	}
+	if len(v) != 3 {
+		return Reservation{}, s.fail(ctx, OpReserve, k, fmt.Errorf("unexpected reply %v", v))
+	}
+	r := Reservation{RetryAfter: time.Duration(max(asInt(v[2]), 0)) * time.Millisecond}
+	r.Holder, _ = v[1].(string)
+	s.observe(ctx, OpReserve, k, OutcomeThrottled, 0,
+		fmt.Sprintf("window held by %s for %s", r.Holder, r.RetryAfter))
+	return r, nil
+}
+
+// Unreserve implements Store.
+func (s *RedisStore) Unreserve(ctx context.Context, k Key, holder string) error {
+	if err := unreserveScript.Run(ctx, s.rdb, []string{windowKey(k)}, holder).Err(); err != nil {
+		return fmt.Errorf("dedup: unreserve %q: %w", k.String(), err)
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+// Package redistest starts real redis-server processes for tests: one per
+// test package, on a free loopback port, never touching a server it did not
+// start. Without redis-server (and without ONCEQ_TEST_REDIS_URL) tests skip
+// with a clear message, unless ONCEQ_REQUIRE_REDIS=1 makes that a failure.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Databases is how many logical databases a started server has; each test
+// that asks for a client gets its own, so parallel tests never share keys.
+const Databases = 1024
+
+// Server is a redis-server process this package started.
+type Server struct {
+	Addr string
+	dir  string
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+var (
+	shared    *Server
+	sharedErr error
+	once      sync.Once
+	nextDB    atomic.Int64
+)
+
+// Main runs the package's tests and stops the shared server afterwards.
+// Use it from TestMain: os.Exit(redistest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+		os.RemoveAll(shared.dir)
+	}
+	return code
+}
+
+func unavailable(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("ONCEQ_REQUIRE_REDIS") == "1" {
+		t.Fatalf("redistest: real Redis required (ONCEQ_REQUIRE_REDIS=1) but %s", why)
+	}
+	t.Skipf("redistest: skipping, %s (install redis-server or set ONCEQ_TEST_REDIS_URL)", why)
+}
+
+// Client returns a client on a fresh, empty database of the package's shared
+// server, closed when the test ends. With ONCEQ_TEST_REDIS_URL set, it uses
+// that server instead and flushes nothing: tests must use unique keys there.
+func Client(t testing.TB) *redis.Client {
+	t.Helper()
+	if url := os.Getenv("ONCEQ_TEST_REDIS_URL"); url != "" {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatalf("redistest: ONCEQ_TEST_REDIS_URL: %v", err)
+		}
+		return client(t, opt)
+	}
+	once.Do(func() {
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			sharedErr = fmt.Errorf("no redis-server on PATH")
+			return
+		}
+		dir, err := os.MkdirTemp("", "onceq-redistest-")
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		shared = &Server{dir: dir}
+		sharedErr = shared.start("--databases", strconv.Itoa(Databases))
+	})
+	if sharedErr != nil {
+		unavailable(t, sharedErr.Error())
+	}
+	db := int(nextDB.Add(1))
+	if db >= Databases {
+		t.Fatalf("redistest: more than %d clients in one package", Databases-1)
+	}
+	c := client(t, &redis.Options{Addr: shared.Addr, DB: db})
+	if err := c.FlushDB(context.Background()).Err(); err != nil { // our own server
+		t.Fatalf("redistest: flush db %d: %v", db, err)
+	}
+	return c
+}
+
+func client(t testing.TB, opt *redis.Options) *redis.Client {
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		unavailable(t, fmt.Sprintf("%s does not answer: %v", opt.Addr, err))
+	}
+	return c
+}
+
+// Start starts a dedicated server for a test that stops or restarts it,
+// stopped when the test ends. args are extra redis-server arguments
+// (e.g. "--appendonly", "yes").
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		unavailable(t, "no redis-server on PATH")
+	}
+	s := &Server{dir: t.TempDir()}
+	if err := s.start(args...); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start(args ...string) error {
+	var err error
+	for range 5 { // the free port may be taken between probe and bind
+		var port int
+		if port, err = freePort(); err != nil {
+			continue
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--dir", s.dir, "--maxmemory-policy", "noeviction"}, args...)
+		if err = s.launch(); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// Restart starts the stopped server again on the same port and directory,
+// so AOF data (when enabled) comes back.
+func (s *Server) Restart() error { return s.launch() }
+
+func (s *Server) launch() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := exec.Command("redis-server", s.args...)
+	cmd.Dir = s.dir
+	logf, err := os.Create(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.Ping(context.Background()).Err() == nil {
+			s.cmd, s.done = cmd, done
+			return nil
+		}
+		select {
+		case <-done:
+			deadline = time.Time{} // exited: no point waiting
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cmd.Process.Kill()
+	<-done
+	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	return fmt.Errorf("redis-server on %s did not answer: %s", s.Addr, log)
+}
+
+// Stop kills the server (SIGKILL: an abrupt failure, as tests want) and waits.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Client returns a client on db 0 of this server, closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	return client(t, &redis.Options{Addr: s.Addr})
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
