@@ -27,6 +27,7 @@ const (
 	OutcomeLeaseLost  Outcome = "lease_lost"
 	OutcomeReserved   Outcome = "reserved"
 	OutcomeThrottled  Outcome = "throttled"
+	OutcomeBadPayload Outcome = "bad_payload"
 	OutcomeError      Outcome = "error"
 )
 
@@ -34,7 +35,7 @@ const (
 // decisions worth an info log line, the rest are the hot path.
 func (o Outcome) Blocks() bool {
 	switch o {
-	case OutcomeDuplicate, OutcomeInProgress, OutcomeMismatch, OutcomeLeaseLost, OutcomeThrottled:
+	case OutcomeDuplicate, OutcomeInProgress, OutcomeMismatch, OutcomeLeaseLost, OutcomeThrottled, OutcomeBadPayload:
 		return true
 	}
 	return false

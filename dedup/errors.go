@@ -1,0 +1,56 @@
+package dedup
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+var (
+	// ErrInProgress: another worker holds a live lease on the task's key. The
+	// middleware returns an *InProgressError; wire IsFailure and RetryDelay
+	// into asynq.Config so it is retried after the lease, not counted as a failure.
+	ErrInProgress = errors.New("dedup: in progress")
+	// ErrMismatch: the task's key was claimed with a different payload. The
+	// middleware wraps it with asynq.SkipRetry: retrying cannot help.
+	ErrMismatch = errors.New("dedup: key reused with a different payload")
+)
+
+// InProgressError says when the live lease on Key ends.
+type InProgressError struct {
+	Key   Key
+	Until time.Time
+	Owner string
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("dedup: %q in progress on %s until %s", e.Key.String(), e.Owner, e.Until.UTC().Format(time.RFC3339))
+}
+
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// IsFailure is asynq.Config.IsFailure for onceq: waiting for another
+// worker's lease is not a failure and does not use up a retry.
+func IsFailure(err error) bool {
+	return err != nil && !errors.Is(err, ErrInProgress)
+}
+
+// RetryDelay wraps asynq's retry delay: a task blocked by a live lease is
+// retried just after that lease ends (plus jitter, so a crowd of duplicates
+// does not return at once); other errors use next, or asynq's default.
+func RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
+	if next == nil {
+		next = asynq.DefaultRetryDelayFunc
+	}
+	return func(n int, err error, t *asynq.Task) time.Duration {
+		var ip *InProgressError
+		if errors.As(err, &ip) {
+			d := max(time.Until(ip.Until), 0) + time.Second
+			return d + rand.N(d/4+1)
+		}
+		return next(n, err, t)
+	}
+}

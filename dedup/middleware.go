@@ -1,0 +1,256 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Task headers the producer sets so workers need not re-hash payloads.
+const (
+	HeaderKey         = "onceq-key"
+	HeaderFingerprint = "onceq-fp"
+)
+
+// TypeOptions is how the middleware deduplicates one task type.
+type TypeOptions struct {
+	// Namespace of the key when the task carries no HeaderKey. Default: the task type.
+	Namespace string
+	// Volatile paths left out of the fingerprint (see Canonical). Default: none.
+	Volatile []string
+	// WriteResult copies each result to the task's asynq ResultWriter, so
+	// asynqmon shows it: one more Redis round trip per task. Default: false.
+	WriteResult bool
+}
+
+// MiddlewareOptions configures NewMiddleware.
+type MiddlewareOptions struct {
+	// Lease a claim holds while its handler runs; longer than asynq's 30 s
+	// lease so a live worker is never taken over. Default: 60s.
+	Lease time.Duration
+	// Heartbeat is how often all live leases of the process are extended,
+	// in one pipelined round trip. Default: Lease/3.
+	Heartbeat time.Duration
+	// Types holds per-type options; unlisted types use the defaults.
+	Types map[string]TypeOptions
+	// Observer sees the middleware's own decisions (a payload that yields no
+	// key); the Store reports the rest. Default: none.
+	Observer Observer
+}
+
+// Middleware runs asynq handlers inside the idempotency record.
+type Middleware struct {
+	store Store
+	opts  MiddlewareOptions
+
+	mu     sync.Mutex
+	active map[Hold]context.CancelCauseFunc
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// NewMiddleware starts the heartbeat loop; call Shutdown after the asynq
+// server has shut down.
+func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
+	if opts.Lease == 0 {
+		opts.Lease = 60 * time.Second
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = opts.Lease / 3
+	}
+	if opts.Observer == nil {
+		opts.Observer = func(context.Context, Decision) {}
+	}
+	if opts.Lease < time.Millisecond || opts.Heartbeat <= 0 || opts.Heartbeat >= opts.Lease {
+		return nil, fmt.Errorf("dedup: heartbeat %v must be positive and below the lease %v", opts.Heartbeat, opts.Lease)
+	}
+	m := &Middleware{store: store, opts: opts, active: map[Hold]context.CancelCauseFunc{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go m.heartbeat()
+	return m, nil
+}
+
+// Wrap is an asynq.MiddlewareFunc.
+func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		topts := m.opts.Types[t.Type()]
+		k, fp, err := m.keyOf(t, topts)
+		if err != nil {
+			m.opts.Observer(ctx, Decision{Op: OpClaim, Key: Key{Namespace: t.Type()}, Outcome: OutcomeBadPayload, Reason: err.Error()})
+			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+		}
+		c, err := m.store.Claim(ctx, k, fp, m.opts.Lease)
+		if err != nil {
+			return err // Redis trouble: asynq retries
+		}
+		switch c.Outcome {
+		case Duplicate:
+			if w := t.ResultWriter(); w != nil && len(c.Result) > 0 {
+				_, _ = w.Write(c.Result) // for asynqmon only; the record holds the result
+			}
+			return nil
+		case InProgress:
+			return &InProgressError{Key: k, Until: c.LeaseUntil, Owner: c.Owner}
+		case Mismatch:
+			return fmt.Errorf("%w: %q stored %s, task %s: %w", ErrMismatch, k.String(), c.Fingerprint, fp, asynq.SkipRetry)
+		}
+		return m.run(ctx, c.Hold, t, topts, next)
+	})
+}
+
+func (m *Middleware) keyOf(t *asynq.Task, o TypeOptions) (Key, string, error) {
+	if h := t.Headers()[HeaderKey]; h != "" {
+		k, err := ParseKey(h)
+		return k, t.Headers()[HeaderFingerprint], err
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns = t.Type()
+	}
+	return Derive(ns, t.Payload(), "", o.Volatile)
+}
+
+func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptions, next asynq.Handler) (err error) {
+	hctx, cancel := context.WithCancelCause(WithKey(ctx, h.Key))
+	defer cancel(nil)
+	hctx, sink := withResultSink(hctx)
+	m.track(h, cancel)
+	defer m.untrack(h)
+
+	// Bookkeeping outlives the task's context: a handler that finished must
+	// be recorded even if asynq is cancelling it.
+	bg, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer stop()
+	defer func() {
+		if r := recover(); r != nil {
+			_ = m.store.Release(bg, h, fmt.Sprintf("panic: %v", r))
+			panic(r) // asynq's recovery turns it into a retry
+		}
+	}()
+
+	if err := next.ProcessTask(hctx, t); err != nil {
+		if rerr := m.store.Release(bg, h, err.Error()); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	result := sink.b
+	if err := m.complete(bg, h, result); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			return nil // another worker took the key over; it decides
+		}
+		return err
+	}
+	if o.WriteResult && len(result) > 0 {
+		if w := t.ResultWriter(); w != nil {
+			_, _ = w.Write(result)
+		}
+	}
+	return nil
+}
+
+// complete records the run, retrying briefly: failing here after the effect
+// would let another delivery run the handler again once the lease ends.
+func (m *Middleware) complete(ctx context.Context, h Hold, result []byte) error {
+	var err error
+	for i := range 4 {
+		err = m.store.Complete(ctx, h, result)
+		if errors.Is(err, ErrResultTooLarge) {
+			note := fmt.Appendf(nil, `{"onceq_error":"result of %d bytes not stored"}`, len(result))
+			return m.store.Complete(ctx, h, note)
+		}
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(100<<i) * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (m *Middleware) track(h Hold, cancel context.CancelCauseFunc) {
+	m.mu.Lock()
+	m.active[h] = cancel
+	m.mu.Unlock()
+}
+
+func (m *Middleware) untrack(h Hold) {
+	m.mu.Lock()
+	delete(m.active, h)
+	m.mu.Unlock()
+}
+
+func (m *Middleware) heartbeat() {
+	defer close(m.done)
+	tick := time.NewTicker(m.opts.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		holds := make([]Hold, 0, len(m.active))
+		for h := range m.active {
+			holds = append(holds, h)
+		}
+		m.mu.Unlock()
+		if len(holds) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.Heartbeat)
+		errs := m.store.Extend(ctx, m.opts.Lease, holds...)
+		cancel()
+		for i, err := range errs {
+			if errors.Is(err, ErrLeaseLost) {
+				m.mu.Lock()
+				if c, ok := m.active[holds[i]]; ok {
+					c(err) // the handler should stop: its completion will be refused
+				}
+				m.mu.Unlock()
+			}
+		}
+	}
+}
+
+// Shutdown stops the heartbeat and releases the claims of handlers still
+// running (asynq pushed their tasks back after its ShutdownTimeout), so the
+// next delivery can claim at once instead of waiting out the lease. A cut-off
+// handler that finishes later is fenced out.
+func (m *Middleware) Shutdown(ctx context.Context) error {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	<-m.done
+	m.mu.Lock()
+	cut := make(map[Hold]context.CancelCauseFunc, len(m.active))
+	for h, c := range m.active {
+		cut[h] = c
+	}
+	m.mu.Unlock()
+	var errs []error
+	for h, c := range cut {
+		if err := m.store.Release(ctx, h, "cut off by shutdown"); err != nil && !errors.Is(err, ErrLeaseLost) {
+			errs = append(errs, err)
+		}
+		c(errors.New("dedup: shutdown"))
+	}
+	return errors.Join(errs...)
+}
+
+// Active is how many handlers hold a claim right now.
+func (m *Middleware) Active() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.active)
+}
