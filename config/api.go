@@ -1,0 +1,88 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// webhookSource is what a {source} path segment may be.
+var webhookSource = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// API is the configuration of the HTTP ingest API (`producer serve`). Its
+// /healthz, /readyz and /metrics are served on Addr too.
+type API struct {
+	Redis
+	Log
+	Dedup
+
+	// Addr is the listen address; beyond loopback it requires Tokens.
+	// Default: 127.0.0.1:8081.
+	Addr string `envconfig:"ONCEQ_API_ADDR" default:"127.0.0.1:8081" desc:"ingest API listen address; beyond loopback it requires ONCEQ_API_TOKENS"`
+
+	// Tokens are the accepted bearer tokens; several allow rotation.
+	// Default: none.
+	Tokens []string `envconfig:"ONCEQ_API_TOKENS" secret:"true" desc:"secret: comma-separated bearer tokens accepted by the API"`
+
+	// WebhookSecrets maps a webhook source to its HMAC-SHA256 signing
+	// secret, as source:secret pairs; a secret cannot contain , or :.
+	// Default: none.
+	WebhookSecrets map[string]string `envconfig:"ONCEQ_WEBHOOK_SECRETS" secret:"true" desc:"secret: source:secret pairs for webhook HMAC signatures"`
+
+	// WebhookTolerance is how far a signed webhook timestamp may be from
+	// now, against replays of captured requests.
+	// Default: 5m.
+	WebhookTolerance time.Duration `envconfig:"ONCEQ_WEBHOOK_TOLERANCE" default:"5m" desc:"accepted clock skew of webhook signature timestamps"`
+
+	// MaxBodyBytes caps request bodies.
+	// Default: 1048576 (1 MiB).
+	MaxBodyBytes int64 `envconfig:"ONCEQ_MAX_BODY_BYTES" default:"1048576" desc:"largest request body, in bytes"`
+
+	// ReplayTTL is how long a completed request's response is kept for
+	// replay to a retried request with the same Idempotency-Key.
+	// Default: 24h.
+	ReplayTTL time.Duration `envconfig:"ONCEQ_REPLAY_TTL" default:"24h" desc:"how long responses are kept for Idempotency-Key replays"`
+}
+
+// Loopback reports whether Addr binds loopback only.
+func (a API) Loopback() bool { return loopback(a.Addr) }
+
+func (a API) validate() error {
+	for _, v := range []func() error{a.Redis.validate, a.Log.validate, a.Dedup.validate} {
+		if err := v(); err != nil {
+			return err
+		}
+	}
+	if err := checkListenAddr("ONCEQ_API_ADDR", a.Addr); err != nil {
+		return err
+	}
+	for i, tok := range a.Tokens {
+		if err := checkSecretValue(fmt.Sprintf("ONCEQ_API_TOKENS entry %d", i+1), tok); err != nil {
+			return err
+		}
+	}
+	if !a.Loopback() && len(a.Tokens) == 0 {
+		return fmt.Errorf("config: ONCEQ_API_ADDR %q is reachable beyond loopback: set ONCEQ_API_TOKENS", a.Addr)
+	}
+	for _, src := range slices.Sorted(maps.Keys(a.WebhookSecrets)) {
+		if !webhookSource.MatchString(src) {
+			return fmt.Errorf("config: ONCEQ_WEBHOOK_SECRETS: source %q must match %s", src, webhookSource)
+		}
+		if err := checkSecretValue("ONCEQ_WEBHOOK_SECRETS secret of "+src, a.WebhookSecrets[src]); err != nil {
+			return err
+		}
+	}
+	if a.WebhookTolerance <= 0 {
+		return fmt.Errorf("config: ONCEQ_WEBHOOK_TOLERANCE must be positive, got %s", a.WebhookTolerance)
+	}
+	if a.MaxBodyBytes < 1 {
+		return fmt.Errorf("config: ONCEQ_MAX_BODY_BYTES must be at least 1, got %d", a.MaxBodyBytes)
+	}
+	if a.ReplayTTL < time.Second {
+		return errors.New("config: ONCEQ_REPLAY_TTL must be at least 1s")
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package config
+
+import (
+	"testing"
+)
+
+func TestValidation(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		want       string // "" means accepted
+	}{
+		{"ONCEQ_ENV", "staging", "ONCEQ_ENV"},
+		{"ONCEQ_ENV", "Production", "ONCEQ_ENV"},
+		{"ONCEQ_LOG_LEVEL", "trace", "ONCEQ_LOG_LEVEL"},
+		{"ONCEQ_LOG_LEVEL", "warn", ""},
+		{"ONCEQ_LEASE", "500ms", "ONCEQ_LEASE"},
+		{"ONCEQ_LEASE", "1s", ""},
+		{"ONCEQ_DONE_TTL", "0s", "ONCEQ_DONE_TTL"},
+		{"ONCEQ_FAILED_TTL", "-1h", "ONCEQ_FAILED_TTL"},
+		{"ONCEQ_UNIQUE_WINDOW", "0s", "ONCEQ_UNIQUE_WINDOW"},
+		{"ONCEQ_MAX_RESULT_BYTES", "0", "ONCEQ_MAX_RESULT_BYTES"},
+		{"ONCEQ_REDIS_DIAL_TIMEOUT", "0s", "ONCEQ_REDIS_DIAL_TIMEOUT"},
+		{"ONCEQ_REDIS_READ_TIMEOUT", "-1s", "ONCEQ_REDIS_READ_TIMEOUT"},
+		{"ONCEQ_REDIS_WRITE_TIMEOUT", "0s", "ONCEQ_REDIS_WRITE_TIMEOUT"},
+		{"ONCEQ_REDIS_URL", "http://h:6379", "scheme"},
+		{"ONCEQ_REDIS_URL", "unix:///tmp/redis.sock", "scheme"},
+		{"ONCEQ_REDIS_URL", "redis://h:1/zero", "database"},
+		{"ONCEQ_REDIS_URL", "redis://h:1?bogus=1", "bogus"},
+		{"ONCEQ_REDIS_URL", "redis://h:1:2", "host:port"},
+		{"ONCEQ_REDIS_URL", "redis://[::1]:6379/0", ""},
+		{"ONCEQ_REDIS_URL", "redis-sentinel://h1:26379", "master name"},
+		{"ONCEQ_REDIS_URL", "redis-sentinel://h1:26379/", "master name"},
+		{"ONCEQ_REDIS_URL", "redis-sentinel://h1:x/m", "bad port"},
+		{"ONCEQ_REDIS_URL", "redis-sentinel://h1,,h2/m", "empty sentinel host"},
+		{"ONCEQ_REDIS_URL", "redis-sentinel://h1/m?db=x", "database"},
+		{"ONCEQ_REDIS_URL", "redis-sentinel://h1/m?master=m", "unknown sentinel URL parameter"},
+		{"ONCEQ_REDIS_CLUSTER_NODES", "c1", "ONCEQ_REDIS_CLUSTER_NODES"},
+		{"ONCEQ_REDIS_CLUSTER_NODES", "c1:7000,", "ONCEQ_REDIS_CLUSTER_NODES"},
+		{"ONCEQ_ADMIN_ADDR", "8080", "ONCEQ_ADMIN_ADDR"},
+		{"ONCEQ_ADMIN_ADDR", "127.0.0.1:http", "numeric port"},
+		{"ONCEQ_SMTP_ADDR", "smtp.example", "ONCEQ_SMTP_ADDR"},
+		{"ONCEQ_SMTP_FROM", "not an address", "ONCEQ_SMTP_FROM"},
+		{"ONCEQ_OUTBOX_DIR", "", "ONCEQ_OUTBOX_DIR"},
+		{"ONCEQ_SCAN_ROOT", "", "ONCEQ_SCAN_ROOT"},
+		{"ONCEQ_SCAN_MAX_BYTES", "0", "ONCEQ_SCAN_MAX_BYTES"},
+		{"ONCEQ_CLAMD_ADDR", "clamd", "ONCEQ_CLAMD_ADDR"},
+		{"ONCEQ_GATEWAY_URL", "ftp://pay.example", "ONCEQ_GATEWAY_URL"},
+		{"ONCEQ_GATEWAY_URL", "/relative", "ONCEQ_GATEWAY_URL"},
+		{"ONCEQ_QUEUES", "a{b}:1", "must not contain { or }"},
+		{"ONCEQ_QUEUES", "ok:1,x}:2", "must not contain { or }"},
+		{"ONCEQ_QUEUES", ":1", "empty queue name"},
+		{"ONCEQ_QUEUES", "a:1, b:1", "surrounding spaces"},
+		{"ONCEQ_QUEUES", "a:0", "weight"},
+		{"ONCEQ_QUEUES", "a:-2", "weight"},
+		{"ONCEQ_QUEUES", "", "at least one queue"},
+		{"ONCEQ_QUEUES", "a:1,b", "ONCEQ_QUEUES"},
+		{"ONCEQ_QUEUES", "emails:2", ""},
+		{"ONCEQ_CONCURRENCY", "0", "ONCEQ_CONCURRENCY"},
+		{"ONCEQ_SHUTDOWN_TIMEOUT", "0s", "ONCEQ_SHUTDOWN_TIMEOUT"},
+		{"ONCEQ_EMBEDDED", "always", "ONCEQ_EMBEDDED"},
+		{"ONCEQ_MAXMEMORY_CHECK", "ignore", "ONCEQ_MAXMEMORY_CHECK"},
+		{"ONCEQ_DASHBOARD_READONLY", "maybe", "ONCEQ_DASHBOARD_READONLY"},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			setEnv(t, map[string]string{tc.key: tc.value})
+			_, err := LoadWorker()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tc.want)
+		})
+	}
+}
+
+func TestSMTPPair(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25", "ONCEQ_SMTP_USER": "u"}, "ONCEQ_SMTP_PASSWORD"},
+		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25", "ONCEQ_SMTP_PASSWORD": "p"}, "ONCEQ_SMTP_USER"},
+		{map[string]string{"ONCEQ_SMTP_USER": "u", "ONCEQ_SMTP_PASSWORD": "p"}, "ONCEQ_SMTP_ADDR is empty"},
+		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25", "ONCEQ_SMTP_USER": "u", "ONCEQ_SMTP_PASSWORD": "p"}, ""},
+		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25"}, ""},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			setEnv(t, tc.env)
+			_, err := LoadWorker()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tc.want)
+		})
+	}
+}
+
+func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
+	for _, tc := range []struct {
+		addr     string
+		loopback bool
+	}{
+		{"127.0.0.1:8080", true},
+		{"127.0.0.2:8080", true},
+		{"localhost:8080", true},
+		{"[::1]:8080", true},
+		{":8080", false},
+		{"0.0.0.0:8080", false},
+		{"[::]:8080", false},
+		{"10.0.0.5:8080", false},
+		{"admin.example:8080", false},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			if got := (Admin{Addr: tc.addr}).Loopback(); got != tc.loopback {
+				t.Errorf("Admin.Loopback() = %v, want %v", got, tc.loopback)
+			}
+			if got := (API{Addr: tc.addr}).Loopback(); got != tc.loopback {
+				t.Errorf("API.Loopback() = %v, want %v", got, tc.loopback)
+			}
+
+			setEnv(t, map[string]string{"ONCEQ_ADMIN_ADDR": tc.addr})
+			_, err := LoadWorker()
+			if tc.loopback && err != nil {
+				t.Fatalf("loopback without token rejected: %v", err)
+			}
+			if !tc.loopback {
+				wantErr(t, err, "ONCEQ_ADMIN_TOKEN")
+			}
+			t.Setenv("ONCEQ_ADMIN_TOKEN", "tok")
+			if _, err := LoadWorker(); err != nil {
+				t.Fatalf("with a token: %v", err)
+			}
+		})
+	}
+}
+
+func TestAPIBeyondLoopbackNeedsToken(t *testing.T) {
+	setEnv(t, map[string]string{"ONCEQ_API_ADDR": "0.0.0.0:8081"})
+	_, err := LoadAPI()
+	wantErr(t, err, "ONCEQ_API_TOKENS")
+
+	t.Setenv("ONCEQ_API_TOKENS", "tok")
+	if _, err := LoadAPI(); err != nil {
+		t.Fatalf("with a token: %v", err)
+	}
+}
+
+func TestAPIValidation(t *testing.T) {
+	for _, tc := range []struct{ key, value string }{
+		{"ONCEQ_API_ADDR", "nope"},
+		{"ONCEQ_WEBHOOK_TOLERANCE", "0s"},
+		{"ONCEQ_MAX_BODY_BYTES", "0"},
+		{"ONCEQ_REPLAY_TTL", "100ms"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			setEnv(t, map[string]string{tc.key: tc.value})
+			_, err := LoadAPI()
+			wantErr(t, err, tc.key)
+		})
+	}
+}

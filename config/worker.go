@@ -1,0 +1,104 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Values of Worker.Embedded.
+const (
+	EmbeddedAuto  = "auto"  // start an in-memory Redis when none is configured or answering
+	EmbeddedNever = "never" // always use the configured (or default) Redis
+)
+
+// Values of Worker.MaxmemoryPolicy.
+const (
+	MaxmemoryWarn   = "warn"   // log a warning and run
+	MaxmemoryRefuse = "refuse" // exit: evicted keys would lose idempotency records
+)
+
+// Worker is the configuration of cmd/worker.
+type Worker struct {
+	Redis
+	Log
+	Dedup
+	Admin
+	Tasks
+
+	// Queues maps asynq queue names to weights. Names must not hold { or }
+	// (Redis Cluster hash tags).
+	// Default: critical:6,default:3,low:1.
+	Queues map[string]int `envconfig:"ONCEQ_QUEUES" default:"critical:6,default:3,low:1" desc:"queue:weight pairs the worker serves"`
+
+	// StrictPriority drains higher-weight queues first instead of sampling
+	// by weight.
+	// Default: false.
+	StrictPriority bool `envconfig:"ONCEQ_STRICT_PRIORITY" default:"false" desc:"serve queues in strict weight order"`
+
+	// Concurrency is how many tasks run at once.
+	// Default: 10.
+	Concurrency int `envconfig:"ONCEQ_CONCURRENCY" default:"10" desc:"tasks processed concurrently"`
+
+	// ShutdownTimeout is how long SIGTERM waits for running tasks before
+	// they are cut off and their claims released. Keep the Kubernetes
+	// terminationGracePeriodSeconds longer.
+	// Default: 25s.
+	ShutdownTimeout time.Duration `envconfig:"ONCEQ_SHUTDOWN_TIMEOUT" default:"25s" desc:"grace for running tasks on SIGTERM; keep below the pod's termination grace period"`
+
+	// Embedded is "auto" (start an in-memory Redis on 127.0.0.1:6379 when
+	// Redis is not configured and nothing answers there) or "never".
+	// Default: auto.
+	Embedded string `envconfig:"ONCEQ_EMBEDDED" default:"auto" desc:"auto: start an in-memory, non-durable Redis when none is configured or answering; never"`
+
+	// MaxmemoryPolicy says what to do when Redis's maxmemory-policy is not
+	// noeviction: "warn" or "refuse" to start.
+	// Default: warn.
+	MaxmemoryPolicy string `envconfig:"ONCEQ_MAXMEMORY_CHECK" default:"warn" desc:"when Redis maxmemory-policy is not noeviction: warn or refuse"`
+}
+
+func (w Worker) validate() error {
+	for _, v := range []func() error{w.Redis.validate, w.Log.validate, w.Dedup.validate, w.Admin.validate, w.Tasks.validate} {
+		if err := v(); err != nil {
+			return err
+		}
+	}
+	if err := checkQueues(w.Queues); err != nil {
+		return err
+	}
+	if w.Concurrency < 1 {
+		return fmt.Errorf("config: ONCEQ_CONCURRENCY must be at least 1, got %d", w.Concurrency)
+	}
+	if w.ShutdownTimeout <= 0 {
+		return fmt.Errorf("config: ONCEQ_SHUTDOWN_TIMEOUT must be positive, got %s", w.ShutdownTimeout)
+	}
+	if w.Embedded != EmbeddedAuto && w.Embedded != EmbeddedNever {
+		return fmt.Errorf("config: ONCEQ_EMBEDDED must be %q or %q, got %q", EmbeddedAuto, EmbeddedNever, w.Embedded)
+	}
+	if w.MaxmemoryPolicy != MaxmemoryWarn && w.MaxmemoryPolicy != MaxmemoryRefuse {
+		return fmt.Errorf("config: ONCEQ_MAXMEMORY_CHECK must be %q or %q, got %q", MaxmemoryWarn, MaxmemoryRefuse, w.MaxmemoryPolicy)
+	}
+	return nil
+}
+
+func checkQueues(q map[string]int) error {
+	if len(q) == 0 {
+		return errors.New("config: ONCEQ_QUEUES must name at least one queue")
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case strings.TrimSpace(name) == "":
+			return errors.New("config: ONCEQ_QUEUES has an empty queue name")
+		case strings.TrimSpace(name) != name:
+			return fmt.Errorf("config: ONCEQ_QUEUES: queue name %q has surrounding spaces", name)
+		case strings.ContainsAny(name, "{}"):
+			return fmt.Errorf("config: ONCEQ_QUEUES: queue name %q must not contain { or }", name)
+		case q[name] < 1:
+			return fmt.Errorf("config: ONCEQ_QUEUES: queue %q needs a weight of at least 1, got %d", name, q[name])
+		}
+	}
+	return nil
+}
