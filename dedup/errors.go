@@ -38,9 +38,12 @@ func IsFailure(err error) bool {
 	return err != nil && !errors.Is(err, ErrInProgress)
 }
 
-// RetryDelay wraps asynq's retry delay: a task blocked by a live lease is
-// retried just after that lease ends (plus jitter, so a crowd of duplicates
-// does not return at once); other errors use next, or asynq's default.
+// RetryDelay wraps asynq's retry delay: a task blocked by a live lease comes
+// back after a quarter of the remaining lease (at least 1 s, at most just past
+// its end), plus jitter so a crowd of duplicates does not return at once. The
+// holder usually finishes well before its lease ends, and a waiting retry is
+// not counted as a failure, so polling costs one claim per return. Other
+// errors use next, or asynq's default.
 func RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	if next == nil {
 		next = asynq.DefaultRetryDelayFunc
@@ -48,7 +51,8 @@ func RetryDelay(next asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	return func(n int, err error, t *asynq.Task) time.Duration {
 		var ip *InProgressError
 		if errors.As(err, &ip) {
-			d := max(time.Until(ip.Until), 0) + time.Second
+			left := max(time.Until(ip.Until), 0)
+			d := min(max(left/4, time.Second), left+time.Second)
 			return d + rand.N(d/4+1)
 		}
 		return next(n, err, t)

@@ -162,8 +162,12 @@ func TestMiddlewareInProgress(t *testing.T) {
 		t.Fatal("IsFailure must spare only in-progress errors")
 	}
 	delay := dedup.RetryDelay(nil)(0, err, nil)
-	if until := time.Until(other.LeaseUntil); delay < until || delay > 2*until {
-		t.Fatalf("retry delay %v, lease ends in %v", delay, until)
+	if until := time.Until(other.LeaseUntil); delay < until/4 || delay > until/4*5/4+time.Second {
+		t.Fatalf("retry delay %v, lease ends in %v: want about a quarter of it", delay, until)
+	}
+	fallback := dedup.RetryDelay(func(int, error, *asynq.Task) time.Duration { return 42 * time.Second })
+	if d := fallback(3, errors.New("x"), nil); d != 42*time.Second {
+		t.Fatalf("other errors must use the wrapped delay, got %v", d)
 	}
 }
 

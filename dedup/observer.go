@@ -11,6 +11,7 @@ const (
 	OpComplete Op = "complete"
 	OpRelease  Op = "release"
 	OpReserve  Op = "reserve"
+	OpEnqueue  Op = "enqueue"
 )
 
 // Outcome names a deduplication decision, as logged and counted.
@@ -26,6 +27,7 @@ const (
 	OutcomeExtended   Outcome = "extended"
 	OutcomeLeaseLost  Outcome = "lease_lost"
 	OutcomeReserved   Outcome = "reserved"
+	OutcomeEnqueued   Outcome = "enqueued"
 	OutcomeThrottled  Outcome = "throttled"
 	OutcomeBadPayload Outcome = "bad_payload"
 	OutcomeError      Outcome = "error"

@@ -1,0 +1,96 @@
+// Package admin serves what operators reach on both binaries: liveness,
+// readiness, Prometheus metrics and the asynqmon dashboard, behind a token
+// whenever one is configured.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynqmon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configures Routes.
+type Options struct {
+	// Token guards /metrics and the dashboard; "" leaves them open, which
+	// config allows only on loopback. Default: none.
+	Token string
+	// Ready reports whether the process can serve (Redis reachable, server running).
+	Ready func(ctx context.Context) error
+	// Gatherer for /metrics. Default: none (no /metrics route).
+	Gatherer prometheus.Gatherer
+	// Dashboard is mounted under /monitoring/. Default: none.
+	Dashboard http.Handler
+}
+
+// Routes registers /healthz, /readyz, /metrics and /monitoring/ on mux.
+func Routes(mux *http.ServeMux, o Options) {
+	// Liveness never touches Redis: a Redis outage must not restart every pod.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if o.Ready != nil {
+			if err := o.Ready(ctx); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.Write([]byte("ready\n"))
+	})
+	if o.Gatherer != nil {
+		mux.Handle("GET /metrics", RequireToken(o.Token, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+	}
+	if o.Dashboard != nil {
+		mux.Handle("/monitoring/", RequireToken(o.Token, o.Dashboard))
+	}
+}
+
+// Dashboard is asynqmon on an existing client. readOnly hides every action
+// that changes queues.
+func Dashboard(rdb redis.UniversalClient, readOnly bool) http.Handler {
+	return asynqmon.New(asynqmon.Options{
+		RootPath:     "/monitoring",
+		RedisConnOpt: sharedClient{rdb},
+		ReadOnly:     readOnly,
+	})
+}
+
+// sharedClient hands asynqmon our client instead of letting it dial its own.
+type sharedClient struct{ c redis.UniversalClient }
+
+func (s sharedClient) MakeRedisClient() any { return s.c }
+
+// RequireToken accepts "Authorization: Bearer <token>", or HTTP Basic with the
+// token as password so a browser can open the dashboard. Tokens are compared
+// in constant time. An empty token lets every request through.
+func RequireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var got string
+		if _, pass, ok := r.BasicAuth(); ok {
+			got = pass
+		} else if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			got = b
+		}
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="onceq", charset="UTF-8"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

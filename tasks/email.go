@@ -1,0 +1,132 @@
+package tasks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hibiken/asynq"
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// TypeEmail sends one email.
+const TypeEmail = "email:send"
+
+// Limits of an Email. A header line may not exceed 998 bytes (RFC 5322 2.1.1).
+const (
+	MaxSubjectBytes = 998
+	MaxBodyBytes    = 1 << 20
+)
+
+// Email is the payload of TypeEmail. ID, when set, is the business key
+// ("welcome-evt_123"); without it the key is the content hash.
+type Email struct {
+	ID      string `json:"id,omitempty"`
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Body    string `json:"body"`
+	TraceID string `json:"trace_id,omitempty" dedup:"volatile"`
+}
+
+func (e Email) validate() error {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeEmail, ErrInvalid}, a...)...)
+	}
+	switch {
+	case e.To == "":
+		return fail("to is empty")
+	case strings.ContainsAny(e.To, "\r\n"):
+		return fail("to contains CR or LF")
+	case len(e.Subject) > MaxSubjectBytes:
+		return fail("subject is %d bytes, over %d", len(e.Subject), MaxSubjectBytes)
+	case strings.ContainsAny(e.Subject, "\r\n"):
+		// A newline would let the subject inject headers.
+		return fail("subject contains CR or LF")
+	case len(e.Body) > MaxBodyBytes:
+		return fail("body is %d bytes, over %d", len(e.Body), MaxBodyBytes)
+	case !utf8.ValidString(e.To) || !utf8.ValidString(e.Subject) || !utf8.ValidString(e.Body):
+		// JSON would silently replace invalid bytes; refuse instead.
+		return fail("to, subject or body is not valid UTF-8")
+	}
+	if _, err := mail.ParseAddress(e.To); err != nil {
+		return fail("to %q: %v", e.To, err)
+	}
+	return nil
+}
+
+// NewEmail validates e and returns its Job on the "default" queue.
+func NewEmail(e Email) (Job, error) {
+	if err := e.validate(); err != nil {
+		return Job{}, err
+	}
+	return newJob(TypeEmail, e, "", QueueDefault)
+}
+
+// MessageID is the Message-ID onceq gives the email of key. It depends on the
+// key only, so a redelivered job sends the same Message-ID and a receiving
+// MTA or the outbox can drop the copy.
+func MessageID(key dedup.Key) string {
+	sum := sha256.Sum256([]byte(key.String()))
+	return "<" + hex.EncodeToString(sum[:])[:32] + "@onceq>"
+}
+
+// EmailResult is the handler's result.
+type EmailResult struct {
+	MessageID string `json:"message_id"`
+	To        string `json:"to"`
+}
+
+// EmailHandler sends TypeEmail tasks through Mailer.
+type EmailHandler struct {
+	Mailer Mailer
+	// From is the sender; empty leaves it to the Mailer.
+	From string
+	Log  *zap.Logger
+}
+
+// ProcessTask implements asynq.Handler.
+func (h EmailHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	res, err := h.process(ctx, t)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(res)
+	if err != nil {
+		return err
+	}
+	dedup.SetResult(ctx, b)
+	return nil
+}
+
+func (h EmailHandler) process(ctx context.Context, t *asynq.Task) (EmailResult, error) {
+	var e Email
+	if err := decodePayload(t, &e); err != nil {
+		return EmailResult{}, err
+	}
+	if err := e.validate(); err != nil {
+		return EmailResult{}, permanent(err)
+	}
+	key, err := taskKey(ctx, t, "", dedup.VolatileFields(e))
+	if err != nil {
+		return EmailResult{}, err
+	}
+	if h.Mailer == nil {
+		return EmailResult{}, errors.New("tasks: email handler has no Mailer")
+	}
+	msg := Message{MessageID: MessageID(key), From: h.From, To: e.To, Subject: e.Subject, Body: e.Body}
+	if err := h.Mailer.Send(ctx, msg); err != nil {
+		if errors.Is(err, ErrRejected) {
+			return EmailResult{}, permanent(err)
+		}
+		return EmailResult{}, err
+	}
+	logger(h.Log).Debug("email sent", zap.String("key", key.String()), zap.String("message_id", msg.MessageID))
+	return EmailResult{MessageID: msg.MessageID, To: e.To}, nil
+}

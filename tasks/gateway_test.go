@@ -1,0 +1,151 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hibiken/asynq"
+)
+
+func ledgerServer(t *testing.T, token string) (*Ledger, *httptest.Server) {
+	t.Helper()
+	l := &Ledger{Token: token}
+	srv := httptest.NewServer(l)
+	t.Cleanup(srv.Close)
+	return l, srv
+}
+
+func TestGatewayReplaysSameKey(t *testing.T) {
+	t.Parallel()
+	ledger, srv := ledgerServer(t, "tok")
+	g := &GatewayClient{URL: srv.URL + "/", Token: "tok"}
+	ctx := context.Background()
+	first, err := g.Charge(ctx, "k1", validPayment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := g.Charge(ctx, "k1", validPayment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first.ChargeID, "ch_") || first != (Charge{ChargeID: first.ChargeID, Status: "succeeded", Amount: 500, Currency: "EUR"}) {
+		t.Errorf("first charge = %+v", first)
+	}
+	if !second.Replayed || second.ChargeID != first.ChargeID {
+		t.Errorf("second charge = %+v; want the first replayed", second)
+	}
+	if ledger.Charges("k1") != 1 || ledger.Total() != 1 {
+		t.Errorf("ledger made %d charges for k1, %d in all; want 1, 1", ledger.Charges("k1"), ledger.Total())
+	}
+	if _, err := g.Charge(ctx, "k2", validPayment()); err != nil || ledger.Total() != 2 || ledger.Charges("k2") != 1 {
+		t.Errorf("a new key: err %v, total %d; want a second charge", err, ledger.Total())
+	}
+}
+
+func TestGatewayConcurrentSameKey(t *testing.T) {
+	t.Parallel()
+	ledger, srv := ledgerServer(t, "")
+	g := &GatewayClient{URL: srv.URL}
+	var wg sync.WaitGroup
+	ids := make(chan string, 20)
+	for range 20 {
+		wg.Go(func() {
+			c, err := g.Charge(context.Background(), "same", validPayment())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids <- c.ChargeID
+		})
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		seen[id] = true
+	}
+	if len(seen) != 1 || ledger.Total() != 1 {
+		t.Fatalf("20 concurrent requests with one key made %d charge ids, %d charges; want 1", len(seen), ledger.Total())
+	}
+}
+
+func TestGatewayErrors(t *testing.T) {
+	t.Parallel()
+	ledger, srv := ledgerServer(t, "tok")
+	ctx := context.Background()
+	if _, err := (&GatewayClient{URL: srv.URL, Token: "tok"}).Charge(ctx, "k", validPayment()); err != nil {
+		t.Fatal(err)
+	}
+	status := func(code int, body string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(code)
+			w.Write([]byte(body))
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	other := validPayment()
+	other.Amount = 999
+
+	tests := []struct {
+		name    string
+		client  *GatewayClient
+		payment Payment
+		status  int // 0: no GatewayError
+		skip    bool
+		detail  string
+	}{
+		{"same key, other body", &GatewayClient{URL: srv.URL, Token: "tok"}, other, 422, true, "another request body"},
+		{"wrong token", &GatewayClient{URL: srv.URL, Token: "nope"}, validPayment(), 401, true, "bearer token"},
+		{"no token", &GatewayClient{URL: srv.URL}, validPayment(), 401, true, "bearer token"},
+		{"server error", &GatewayClient{URL: status(500, `{"detail":"db down"}`)}, validPayment(), 500, false, "db down"},
+		{"bad gateway", &GatewayClient{URL: status(502, `upstream`)}, validPayment(), 502, false, "upstream"},
+		{"in flight", &GatewayClient{URL: status(409, `{"title":"Conflict"}`)}, validPayment(), 409, false, "Conflict"},
+		{"rate limited", &GatewayClient{URL: status(429, ``)}, validPayment(), 429, false, ""},
+		{"bad request", &GatewayClient{URL: status(400, `{"detail":"no"}`)}, validPayment(), 400, true, "no"},
+		{"2xx without a charge", &GatewayClient{URL: status(200, `{}`)}, validPayment(), 0, false, "not a charge"},
+		{"huge response", &GatewayClient{URL: status(200, strings.Repeat(" ", maxGatewayResponse+1))}, validPayment(), 0, false, "over"},
+		{"network error", &GatewayClient{URL: down.URL}, validPayment(), 0, false, "refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tt.client.Charge(ctx, "k", tt.payment)
+			if err == nil {
+				t.Fatal("Charge succeeded, want an error")
+			}
+			if errors.Is(err, asynq.SkipRetry) != tt.skip {
+				t.Errorf("SkipRetry = %v, want %v (err: %v)", !tt.skip, tt.skip, err)
+			}
+			var gerr *GatewayError
+			if got := errors.As(err, &gerr); got != (tt.status != 0) || (got && gerr.StatusCode != tt.status) {
+				t.Errorf("GatewayError = %v, want status %d", gerr, tt.status)
+			}
+			if !strings.Contains(err.Error(), tt.detail) {
+				t.Errorf("error %q does not carry %q", err, tt.detail)
+			}
+		})
+	}
+	if ledger.Total() != 1 {
+		t.Errorf("ledger made %d charges, want 1", ledger.Total())
+	}
+}
+
+func TestGatewayNeedsKeyAndURL(t *testing.T) {
+	t.Parallel()
+	_, srv := ledgerServer(t, "")
+	if _, err := (&GatewayClient{URL: srv.URL}).Charge(context.Background(), "", validPayment()); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Charge without a key = %v, want ErrInvalid", err)
+	}
+	if _, err := (&GatewayClient{}).Charge(context.Background(), "k", validPayment()); err == nil {
+		t.Errorf("Charge without a URL succeeded")
+	}
+}

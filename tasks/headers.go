@@ -1,0 +1,98 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Task headers set by every constructor. They travel with the asynq task so a
+// worker knows the key and fingerprint the producer decided on, including an
+// explicit key (an Idempotency-Key header) that the payload alone cannot show.
+const (
+	HeaderKey         = dedup.HeaderKey
+	HeaderFingerprint = dedup.HeaderFingerprint
+)
+
+// ErrInvalid is wrapped by every constructor and handler error caused by a
+// payload that can never succeed (bad address, traversal path, bad amount).
+// Handlers also wrap asynq.SkipRetry with it, so asynq archives the task.
+var ErrInvalid = errors.New("invalid payload")
+
+// newJob marshals payload and builds its Job with the key and fingerprint
+// dedup.Derive gives it, carried in the task headers.
+func newJob(typ string, payload any, explicit, queue string) (Job, error) {
+	b, err := marshal(payload)
+	if err != nil {
+		return Job{}, fmt.Errorf("tasks: new %s: %w: %v", typ, ErrInvalid, err)
+	}
+	key, fp, err := dedup.Derive(typ, b, explicit, dedup.VolatileFields(payload))
+	if err != nil {
+		return Job{}, fmt.Errorf("tasks: new %s: %w: %w", typ, ErrInvalid, err)
+	}
+	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{
+		HeaderKey:         key.String(),
+		HeaderFingerprint: fp,
+	})
+	return Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: DefaultUniqueWindow}, nil
+}
+
+// marshal is json.Marshal without HTML escaping, so payloads read naturally in
+// the dashboard ("<" stays "<" in an email body).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// decodePayload decodes a task payload strictly into v. A payload that does
+// not decode will not decode on retry either, so the error skips retries.
+func decodePayload(t *asynq.Task, v any) error {
+	if err := Decode(t.Payload(), v); err != nil {
+		return fmt.Errorf("tasks: %s: decode payload: %w: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	return nil
+}
+
+// permanent marks err as one asynq must not retry.
+func permanent(err error) error {
+	return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+}
+
+// taskKey returns the idempotency key to pass downstream: the one the
+// middleware claimed; outside the middleware, the one the constructor put in
+// the headers; else the one the constructor would derive. So the downstream
+// key is the same however the handler is run.
+func taskKey(ctx context.Context, t *asynq.Task, explicit string, volatile []string) (dedup.Key, error) {
+	if k, ok := dedup.KeyFromContext(ctx); ok {
+		return k, nil
+	}
+	// A header from another namespace could steer the downstream key onto
+	// another task's effects; ignore it and derive instead.
+	if k, err := dedup.ParseKey(t.Headers()[HeaderKey]); err == nil && k.Namespace == t.Type() {
+		return k, nil
+	}
+	k, _, err := dedup.Derive(t.Type(), t.Payload(), explicit, volatile)
+	if err != nil {
+		return dedup.Key{}, permanent(fmt.Errorf("tasks: %s: %w: %w", t.Type(), ErrInvalid, err))
+	}
+	return k, nil
+}
+
+func logger(l *zap.Logger) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return l
+}

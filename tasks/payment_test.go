@@ -1,0 +1,152 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+func validPayment() Payment {
+	return Payment{PaymentID: "pay_1", Account: "acct_42", Amount: 500, Currency: "EUR", Description: "order 7"}
+}
+
+func TestNewPayment(t *testing.T) {
+	t.Parallel()
+	with := func(f func(*Payment)) Payment { p := validPayment(); f(&p); return p }
+	tests := []struct {
+		name     string
+		payment  Payment
+		wantRate string
+		wantErr  string
+	}{
+		{"valid", validPayment(), "payment:rate/acct_42:EUR:500", ""},
+		{"max amount", with(func(p *Payment) { p.Amount = MaxAmount }), "payment:rate/acct_42:EUR:1000000000000", ""},
+		{"account with space is hashed", with(func(p *Payment) { p.Account = "ACME Corp" }), "payment:rate/sha256-", ""},
+		{"account with brace is hashed", with(func(p *Payment) { p.Account = "a{b}" }), "payment:rate/sha256-", ""},
+		{"empty payment id", with(func(p *Payment) { p.PaymentID = "" }), "", "payment_id"},
+		{"payment id with brace", with(func(p *Payment) { p.PaymentID = "p{1}" }), "", "payment_id"},
+		{"empty account", with(func(p *Payment) { p.Account = "" }), "", "account is empty"},
+		{"account with newline", with(func(p *Payment) { p.Account = "a\nb" }), "", "printable"},
+		{"zero amount", with(func(p *Payment) { p.Amount = 0 }), "", "amount 0"},
+		{"negative amount", with(func(p *Payment) { p.Amount = -5 }), "", "amount -5"},
+		{"amount over max", with(func(p *Payment) { p.Amount = MaxAmount + 1 }), "", "amount"},
+		{"lowercase currency", with(func(p *Payment) { p.Currency = "eur" }), "", "currency"},
+		{"four letters", with(func(p *Payment) { p.Currency = "EURO" }), "", "currency"},
+		{"two letters", with(func(p *Payment) { p.Currency = "EU" }), "", "currency"},
+		{"description too long", with(func(p *Payment) { p.Description = strings.Repeat("d", 1025) }), "", "description"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			j, err := NewPayment(tt.payment)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewPayment = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewPayment: %v", err)
+			}
+			checkJob(t, j, TypePayment, "critical")
+			if j.Key.String() != "payment:charge/"+tt.payment.PaymentID {
+				t.Errorf("Key = %v, want payment:charge/%s", j.Key, tt.payment.PaymentID)
+			}
+			if j.MaxRetry != PaymentMaxRetry || j.Window != nil {
+				t.Errorf("MaxRetry = %d, Window = %v; want %d, nil", j.MaxRetry, j.Window, PaymentMaxRetry)
+			}
+			if j.Rate == nil || !strings.HasPrefix(j.Rate.Key.String(), tt.wantRate) || j.Rate.Window != PaymentRateWindow {
+				t.Fatalf("Rate = %+v, want key %s... for %v", j.Rate, tt.wantRate, PaymentRateWindow)
+			}
+			if _, err := dedup.ParseKey(j.Rate.Key.String()); err != nil {
+				t.Errorf("rate key %q is not a valid key: %v", j.Rate.Key, err)
+			}
+		})
+	}
+}
+
+func TestPaymentKeys(t *testing.T) {
+	t.Parallel()
+	must := mustJob(t)
+	a := must(NewPayment(validPayment()))
+	more := validPayment()
+	more.Amount = 501
+	b := must(NewPayment(more))
+	if a.Key != b.Key || a.Fingerprint == b.Fingerprint || a.Rate.Key == b.Rate.Key {
+		t.Errorf("same payment id, other amount: keys %v/%v fps equal=%v rates %v/%v; want one key, two fingerprints, two rate keys",
+			a.Key, b.Key, a.Fingerprint == b.Fingerprint, a.Rate.Key, b.Rate.Key)
+	}
+	again := validPayment()
+	again.PaymentID = "pay_2"
+	c := must(NewPayment(again))
+	if c.Key == a.Key || c.Rate.Key != a.Rate.Key {
+		t.Errorf("other payment id, same charge: keys %v/%v rates %v/%v; want two keys, one rate key", a.Key, c.Key, a.Rate.Key, c.Rate.Key)
+	}
+	spaced := validPayment()
+	spaced.Account = "ACME Corp"
+	other := validPayment()
+	other.Account = "ACME Inc"
+	if must(NewPayment(spaced)).Rate.Key == must(NewPayment(other)).Rate.Key {
+		t.Errorf("two hashed accounts share a rate key")
+	}
+}
+
+func TestPaymentHandler(t *testing.T) {
+	t.Parallel()
+	ledger := &Ledger{Token: "tok"}
+	srv := httptest.NewServer(ledger)
+	t.Cleanup(srv.Close)
+	h := PaymentHandler{Gateway: &GatewayClient{URL: srv.URL, Token: "tok"}}
+	job := mustJob(t)(NewPayment(validPayment()))
+
+	first, err := h.process(context.Background(), job.Task)
+	if err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	// A redelivery (crash after the charge, before Complete): no second charge.
+	second, err := h.process(context.Background(), job.Task)
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if first.ChargeID == "" || second.ChargeID != first.ChargeID || first.Replayed || !second.Replayed {
+		t.Errorf("charges %+v then %+v; want one charge id, the second replayed", first, second)
+	}
+	if first.Amount != 500 || first.Currency != "EUR" || first.Status != "succeeded" {
+		t.Errorf("charge = %+v", first)
+	}
+	if n := ledger.Charges("payment:charge/pay_1"); n != 1 || ledger.Total() != 1 {
+		t.Errorf("ledger: %d charges for the key, %d total; want 1, 1", n, ledger.Total())
+	}
+
+	// The key the middleware claimed is the one sent downstream.
+	claimed, _ := dedup.NewKey(TypePayment, "claimed")
+	if _, err := h.process(dedup.WithKey(context.Background(), claimed), job.Task); err != nil {
+		t.Fatal(err)
+	}
+	if ledger.Charges("payment:charge/claimed") != 1 || ledger.Total() != 2 {
+		t.Errorf("the claimed key was not used as Idempotency-Key")
+	}
+	if err := h.ProcessTask(context.Background(), job.Task); err != nil || ledger.Total() != 2 {
+		t.Errorf("ProcessTask = %v with %d charges; want nil, 2", err, ledger.Total())
+	}
+
+	bad := []*asynq.Task{
+		asynq.NewTask(TypePayment, []byte(`{"payment_id":"p","account":"a","amount":1.5,"currency":"EUR"}`)),
+		asynq.NewTask(TypePayment, []byte(`{"payment_id":"p","account":"a","amount":0,"currency":"EUR"}`)),
+		asynq.NewTask(TypePayment, []byte(`{"payment_id":"p","account":"a","amount":1,"currency":"EUR","tip":5}`)),
+	}
+	for _, task := range bad {
+		if err := h.ProcessTask(context.Background(), task); !errors.Is(err, asynq.SkipRetry) {
+			t.Errorf("ProcessTask(%s) = %v, want SkipRetry", task.Payload(), err)
+		}
+	}
+	if ledger.Total() != 2 {
+		t.Errorf("bad payloads reached the gateway: %d charges", ledger.Total())
+	}
+}

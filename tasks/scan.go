@@ -1,0 +1,137 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// TypeScan scans one file under the scanner's root.
+const TypeScan = "scan:file"
+
+// Scan modes.
+const (
+	ModeMalware = "malware" // built-in signatures only
+	ModeFull    = "full"    // also clamd, when configured
+)
+
+// FileScanWindow refuses a second scan of the same FileID, in any mode, for
+// this long after the first was accepted.
+const FileScanWindow = 30 * time.Second
+
+// maxPathBytes is PATH_MAX on Linux.
+const maxPathBytes = 4096
+
+// Scan is the payload of TypeScan. Path is relative to the scanner's root.
+type Scan struct {
+	Path      string `json:"path"`
+	FileID    string `json:"file_id,omitempty"`
+	Mode      string `json:"mode"` // ModeMalware (default) or ModeFull
+	RequestID string `json:"request_id,omitempty" dedup:"volatile"`
+}
+
+func (s Scan) validate() error {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, ErrInvalid}, a...)...)
+	}
+	switch {
+	case s.Path == "":
+		return fail("path is empty")
+	case len(s.Path) > maxPathBytes:
+		return fail("path longer than %d bytes", maxPathBytes)
+	case strings.IndexByte(s.Path, 0) >= 0:
+		return fail("path contains NUL")
+	case !filepath.IsLocal(s.Path):
+		// Absolute, "..", empty or reserved: the root's Open would refuse it
+		// too, but a producer should hear it now.
+		return fail("path %q is not a local relative path", s.Path)
+	case filepath.Clean(s.Path) != s.Path:
+		// One file, one spelling: "a//b" and "a/./b" would be separate keys.
+		return fail("path %q is not clean (want %q)", s.Path, filepath.Clean(s.Path))
+	case s.Mode != ModeMalware && s.Mode != ModeFull:
+		return fail("mode %q is not %q or %q", s.Mode, ModeMalware, ModeFull)
+	}
+	return nil
+}
+
+// NewScan validates s and returns its Job on the "default" queue. The key is
+// the content hash, so the same scan twice is a duplicate while a malware
+// and a full scan of one path are two jobs; a FileID adds a FileScanWindow
+// window across modes.
+func NewScan(s Scan) (Job, error) {
+	if s.Mode == "" {
+		s.Mode = ModeMalware
+	}
+	if err := s.validate(); err != nil {
+		return Job{}, err
+	}
+	j, err := newJob(TypeScan, s, "", QueueDefault)
+	if err != nil {
+		return Job{}, err
+	}
+	if s.FileID != "" {
+		k, err := dedup.NewKey("file_scan", s.FileID)
+		if err != nil {
+			return Job{}, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, ErrInvalid, err)
+		}
+		j.Window = &Rule{Key: k, Window: FileScanWindow}
+	}
+	return j, nil
+}
+
+// ScanHandler runs TypeScan tasks with Scanner.
+type ScanHandler struct {
+	Scanner *Scanner
+	Log     *zap.Logger
+}
+
+// ProcessTask implements asynq.Handler.
+func (h ScanHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	res, err := h.process(ctx, t)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(res)
+	if err != nil {
+		return err
+	}
+	dedup.SetResult(ctx, b)
+	return nil
+}
+
+func (h ScanHandler) process(ctx context.Context, t *asynq.Task) (ScanResult, error) {
+	var s Scan
+	if err := decodePayload(t, &s); err != nil {
+		return ScanResult{}, err
+	}
+	if s.Mode == "" {
+		s.Mode = ModeMalware
+	}
+	if err := s.validate(); err != nil {
+		return ScanResult{}, permanent(err)
+	}
+	if h.Scanner == nil {
+		return ScanResult{}, errors.New("tasks: scan handler has no Scanner")
+	}
+	res, err := h.Scanner.Scan(ctx, s.Path, s.Mode)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	log := logger(h.Log)
+	if res.Verdict == VerdictInfected {
+		// A finding is the point of the task, not a failure: log it once, loudly.
+		log.Warn("scan found a signature", zap.String("path", res.Path),
+			zap.String("signature", res.Signature), zap.String("engine", res.Engine))
+	} else {
+		log.Debug("scan clean", zap.String("path", res.Path), zap.String("engine", res.Engine))
+	}
+	return res, nil
+}

@@ -1,0 +1,176 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/hibiken/asynq"
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// TypeWebhook processes one event accepted by the ingest API.
+const TypeWebhook = "webhook:process"
+
+var sourceRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// Webhook is the payload of TypeWebhook. Attempt and ReceivedAt change with
+// every redelivery by the sender, so they are not part of the fingerprint.
+type Webhook struct {
+	Source     string          `json:"source"`
+	EventID    string          `json:"event_id"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	Attempt    int             `json:"attempt,omitempty" dedup:"volatile"`
+	ReceivedAt string          `json:"received_at,omitempty" dedup:"volatile"`
+}
+
+func (wh Webhook) validate() error {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeWebhook, ErrInvalid}, a...)...)
+	}
+	switch {
+	case !sourceRE.MatchString(wh.Source):
+		return fail("source %q does not match %s", wh.Source, sourceRE)
+	case wh.EventID == "":
+		return fail("event_id is empty")
+	case wh.Type == "":
+		return fail("type is empty")
+	case len(wh.Type) > 255 || !printable(wh.Type):
+		return fail("type is not printable UTF-8 of at most 255 bytes")
+	case len(wh.Data) > 0 && !json.Valid(wh.Data):
+		return fail("data is not valid JSON")
+	}
+	// The event id ends up in keys (ours and the routed jobs'): check it now,
+	// even when an explicit idempotency key is given.
+	if _, err := dedup.NewKey(TypeWebhook, wh.webhookID()); err != nil {
+		return fail("event_id: %v", err)
+	}
+	return nil
+}
+
+// webhookID is the key id of an event without an explicit idempotency key:
+// a sender's event id is unique per sender only.
+func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
+
+// NewWebhook validates w and returns its Job on the "default" queue, keyed
+// by idempotencyKey (the request's Idempotency-Key) when given, else by
+// source and event id, so a sender's redelivery of an event is a duplicate.
+func NewWebhook(w Webhook, idempotencyKey string) (Job, error) {
+	if len(w.Data) == 0 {
+		w.Data = nil // marshals as null; an empty RawMessage does not marshal
+	}
+	if err := w.validate(); err != nil {
+		return Job{}, err
+	}
+	explicit := idempotencyKey
+	if explicit == "" {
+		explicit = w.webhookID()
+	}
+	return newJob(TypeWebhook, w, explicit, QueueDefault)
+}
+
+// Event types WebhookHandler routes.
+const EventUserCreated = "user.created"
+
+// UserCreated is the data of a user.created event.
+type UserCreated struct {
+	UserID string `json:"user_id"`
+	Email  string `json:"email"`
+	Name   string `json:"name"`
+}
+
+// WebhookResult is the webhook handler's result: Routed, Outcome and TaskID
+// for a routed event, Ignored and Type for one no route takes.
+type WebhookResult struct {
+	Routed  string   `json:"routed,omitempty"`
+	Outcome Decision `json:"outcome,omitempty"`
+	TaskID  string   `json:"task_id,omitempty"`
+	Ignored bool     `json:"ignored,omitempty"`
+	Type    string   `json:"type,omitempty"`
+}
+
+// WebhookHandler routes TypeWebhook events by type to follow-up jobs.
+type WebhookHandler struct {
+	Enqueuer Enqueuer
+	Log      *zap.Logger
+}
+
+// ProcessTask implements asynq.Handler.
+func (h WebhookHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	res, err := h.process(ctx, t)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(res)
+	if err != nil {
+		return err
+	}
+	dedup.SetResult(ctx, b)
+	return nil
+}
+
+func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResult, error) {
+	var wh Webhook
+	if err := decodePayload(t, &wh); err != nil {
+		return WebhookResult{}, err
+	}
+	if err := wh.validate(); err != nil {
+		return WebhookResult{}, permanent(err)
+	}
+	key, err := taskKey(ctx, t, wh.webhookID(), dedup.VolatileFields(wh))
+	if err != nil {
+		return WebhookResult{}, err
+	}
+	log := logger(h.Log).With(zap.String("key", key.String()), zap.String("event_type", wh.Type))
+	switch wh.Type {
+	case EventUserCreated:
+		return h.userCreated(ctx, wh, log)
+	}
+	// Acknowledge what nobody routes: a retry would not change the answer.
+	log.Debug("webhook ignored")
+	return WebhookResult{Ignored: true, Type: wh.Type}, nil
+}
+
+// userCreated enqueues the welcome email, keyed by the event id so a
+// redelivered event does not welcome twice.
+func (h WebhookHandler) userCreated(ctx context.Context, wh Webhook, log *zap.Logger) (WebhookResult, error) {
+	var u UserCreated
+	// Not strict: senders add fields to their events, and that must not
+	// archive them. Wrong types and missing fields still fail.
+	err := json.NewDecoder(bytes.NewReader(wh.Data)).Decode(&u)
+	if err == nil && (u.UserID == "" || u.Email == "") {
+		err = errors.New("user_id or email is empty")
+	}
+	if err != nil {
+		return WebhookResult{}, permanent(fmt.Errorf("tasks: %s: %w: %s data: %v",
+			TypeWebhook, ErrInvalid, EventUserCreated, err))
+	}
+	subject, greeting := "Welcome", "Hi,"
+	if u.Name != "" {
+		subject, greeting = "Welcome, "+u.Name, "Hi "+u.Name+","
+	}
+	job, err := NewEmail(Email{
+		ID:      "welcome-" + wh.EventID,
+		To:      u.Email,
+		Subject: subject,
+		Body:    greeting + "\n\nwelcome aboard: your account is ready.\n",
+	})
+	if err != nil {
+		return WebhookResult{}, permanent(err)
+	}
+	if h.Enqueuer == nil {
+		return WebhookResult{}, errors.New("tasks: webhook handler has no Enqueuer")
+	}
+	out, err := h.Enqueuer.Enqueue(ctx, job)
+	if err != nil {
+		return WebhookResult{}, fmt.Errorf("tasks: %s: enqueue welcome email: %w", TypeWebhook, err)
+	}
+	log.Debug("webhook routed", zap.String("routed", TypeEmail), zap.String("outcome", string(out.Decision)))
+	return WebhookResult{Routed: TypeEmail, Outcome: out.Decision, TaskID: out.TaskID}, nil
+}

@@ -1,0 +1,199 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hibiken/asynq"
+)
+
+// fakeEnqueuer records Jobs and enqueues each key once, like the Producer.
+type fakeEnqueuer struct {
+	err  error
+	mu   sync.Mutex
+	jobs []Job
+	seen map[string]bool
+}
+
+func (f *fakeEnqueuer) Enqueue(_ context.Context, j Job) (Outcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return Outcome{}, f.err
+	}
+	f.jobs = append(f.jobs, j)
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	d := Enqueued
+	if f.seen[j.Key.String()] {
+		d = Duplicate
+	}
+	f.seen[j.Key.String()] = true
+	return Outcome{Decision: d, Key: j.Key.String(), TaskID: j.Key.String(), Queue: j.Queue}, nil
+}
+
+func userCreated(eventID string, data string) Webhook {
+	return Webhook{Source: "auth0", EventID: eventID, Type: EventUserCreated, Data: json.RawMessage(data)}
+}
+
+const userData = `{"user_id":"u1","email":"ann@example.com","name":"Ann","plan":"pro"}`
+
+func TestNewWebhook(t *testing.T) {
+	t.Parallel()
+	valid := userCreated("evt_1", userData)
+	with := func(f func(*Webhook)) Webhook { w := valid; f(&w); return w }
+	tests := []struct {
+		name    string
+		webhook Webhook
+		idem    string
+		wantKey string
+		wantErr string
+	}{
+		{"source and event id", valid, "", "webhook:process/auth0:evt_1", ""},
+		{"explicit key", valid, "idem-9", "webhook:process/idem-9", ""},
+		{"no data", with(func(w *Webhook) { w.Data = nil }), "", "webhook:process/auth0:evt_1", ""},
+		{"source with upper case", with(func(w *Webhook) { w.Source = "Auth0" }), "", "", "source"},
+		{"source too long", with(func(w *Webhook) { w.Source = strings.Repeat("a", 65) }), "", "", "source"},
+		{"source with slash", with(func(w *Webhook) { w.Source = "a/b" }), "", "", "source"},
+		{"empty source", with(func(w *Webhook) { w.Source = "" }), "", "", "source"},
+		{"empty event id", with(func(w *Webhook) { w.EventID = "" }), "", "", "event_id is empty"},
+		{"event id with space", with(func(w *Webhook) { w.EventID = "evt 1" }), "idem-9", "", "event_id"},
+		{"event id with brace", with(func(w *Webhook) { w.EventID = "{evt}" }), "", "", "event_id"},
+		{"empty type", with(func(w *Webhook) { w.Type = "" }), "", "", "type is empty"},
+		{"data not JSON", with(func(w *Webhook) { w.Data = json.RawMessage(`{"a":`) }), "", "", "data"},
+		{"bad explicit key", valid, "two words", "", "invalid key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			j, err := NewWebhook(tt.webhook, tt.idem)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewWebhook = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewWebhook: %v", err)
+			}
+			checkJob(t, j, TypeWebhook, "default")
+			if j.Key.String() != tt.wantKey {
+				t.Errorf("Key = %v, want %s", j.Key, tt.wantKey)
+			}
+		})
+	}
+}
+
+func TestWebhookKeys(t *testing.T) {
+	t.Parallel()
+	must := mustJob(t)
+	a := must(NewWebhook(userCreated("evt_1", userData), ""))
+	redelivered := userCreated("evt_1", `{ "plan":"pro", "name":"Ann", "email":"ann@example.com", "user_id":"u1" }`)
+	redelivered.Attempt, redelivered.ReceivedAt = 3, "2025-01-01T00:00:00Z"
+	b := must(NewWebhook(redelivered, ""))
+	if a.Key != b.Key || a.Fingerprint != b.Fingerprint {
+		t.Errorf("a redelivery (attempt, received_at, data spelling) changed key %v->%v or fingerprint", a.Key, b.Key)
+	}
+	changed := must(NewWebhook(userCreated("evt_1", `{"user_id":"u2","email":"bo@example.com"}`), ""))
+	if changed.Key != a.Key || changed.Fingerprint == a.Fingerprint {
+		t.Errorf("same event id, other data: key %v vs %v, fingerprint equal %v; want one key, a mismatch", changed.Key, a.Key, changed.Fingerprint == a.Fingerprint)
+	}
+	if c := must(NewWebhook(userCreated("evt_2", userData), "")); c.Key == a.Key {
+		t.Errorf("another event id kept key %v", c.Key)
+	}
+}
+
+func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
+	t.Parallel()
+	enq := &fakeEnqueuer{}
+	h := WebhookHandler{Enqueuer: enq}
+	must := mustJob(t)
+	first := must(NewWebhook(userCreated("evt_1", userData), ""))
+	redelivered := userCreated("evt_1", userData)
+	redelivered.Attempt = 2
+	second := must(NewWebhook(redelivered, "another-idem-key"))
+
+	res, err := h.process(context.Background(), first.Task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (WebhookResult{Routed: TypeEmail, Outcome: Enqueued, TaskID: "email:send/welcome-evt_1"}) {
+		t.Errorf("result = %+v", res)
+	}
+	if len(enq.jobs) != 1 {
+		t.Fatalf("enqueued %d jobs, want 1", len(enq.jobs))
+	}
+	j := enq.jobs[0]
+	checkJob(t, j, TypeEmail, "default")
+	var e Email
+	if err := json.Unmarshal(j.Task.Payload(), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "welcome-evt_1" || e.To != "ann@example.com" || e.Subject != "Welcome, Ann" || !strings.Contains(e.Body, "Hi Ann,") {
+		t.Errorf("welcome email = %+v", e)
+	}
+
+	// The same event again, even under another idempotency key, welcomes once.
+	res, err = h.process(context.Background(), second.Task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Duplicate || len(enq.jobs) != 2 || enq.jobs[1].Key != j.Key {
+		t.Errorf("redelivery: result %+v, jobs %d; want the same email key, a duplicate", res, len(enq.jobs))
+	}
+	if err := h.ProcessTask(context.Background(), first.Task); err != nil {
+		t.Errorf("ProcessTask: %v", err)
+	}
+}
+
+func TestWebhookHandlerIgnoresUnknownTypes(t *testing.T) {
+	t.Parallel()
+	enq := &fakeEnqueuer{}
+	w := userCreated("evt_5", `{"anything":true}`)
+	w.Type = "invoice.paid"
+	res, err := WebhookHandler{Enqueuer: enq}.process(context.Background(), mustJob(t)(NewWebhook(w, "")).Task)
+	if err != nil || res != (WebhookResult{Ignored: true, Type: "invoice.paid"}) {
+		t.Fatalf("unknown type: %+v, %v; want ignored, nil", res, err)
+	}
+	if len(enq.jobs) != 0 {
+		t.Errorf("enqueued %d jobs for an unknown type", len(enq.jobs))
+	}
+}
+
+func TestWebhookHandlerFailures(t *testing.T) {
+	t.Parallel()
+	task := func(data string) *asynq.Task {
+		return mustJob(t)(NewWebhook(userCreated("evt_1", data), "")).Task
+	}
+	tests := []struct {
+		name string
+		enq  *fakeEnqueuer
+		task *asynq.Task
+		skip bool
+	}{
+		{"data is an array", &fakeEnqueuer{}, task(`[1,2]`), true},
+		{"user_id a number", &fakeEnqueuer{}, task(`{"user_id":5,"email":"ann@example.com"}`), true},
+		{"no email", &fakeEnqueuer{}, task(`{"user_id":"u1","name":"Ann"}`), true},
+		{"bad email", &fakeEnqueuer{}, task(`{"user_id":"u1","email":"ann"}`), true},
+		{"no data", &fakeEnqueuer{}, task(``), true},
+		{"null data", &fakeEnqueuer{}, task(`null`), true},
+		{"name injects a header", &fakeEnqueuer{}, task(`{"user_id":"u1","email":"ann@example.com","name":"Ann\r\nBcc: eve@example.com"}`), true},
+		{"unknown payload field", &fakeEnqueuer{}, asynq.NewTask(TypeWebhook, []byte(`{"source":"a","event_id":"e","type":"t","data":null,"extra":1}`)), true},
+		{"bad source past the constructor", &fakeEnqueuer{}, asynq.NewTask(TypeWebhook, []byte(`{"source":"A B","event_id":"e","type":"t","data":null}`)), true},
+		{"enqueue fails", &fakeEnqueuer{err: errors.New("redis down")}, task(userData), false},
+	}
+	for _, tt := range tests {
+		err := WebhookHandler{Enqueuer: tt.enq}.ProcessTask(context.Background(), tt.task)
+		if err == nil || errors.Is(err, asynq.SkipRetry) != tt.skip {
+			t.Errorf("%s: err = %v, want an error with SkipRetry = %v", tt.name, err, tt.skip)
+		}
+		if len(tt.enq.jobs) != 0 {
+			t.Errorf("%s: enqueued %d jobs", tt.name, len(tt.enq.jobs))
+		}
+	}
+}
