@@ -1,0 +1,171 @@
+package tasks_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/tasks"
+)
+
+type decisions struct{ got []dedup.Decision }
+
+func (d *decisions) observe(_ context.Context, x dedup.Decision) { d.got = append(d.got, x) }
+
+func newProducer(t *testing.T, rdb redis.UniversalClient) (*tasks.Producer, *dedup.RedisStore, *decisions) {
+	t.Helper()
+	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &decisions{}
+	return tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: d.observe}), store, d
+}
+
+// mustJob(t)(tasks.NewX(...)) fails the test on a constructor error.
+func mustJob(t *testing.T) func(tasks.Job, error) tasks.Job {
+	return func(j tasks.Job, err error) tasks.Job {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+}
+
+func enqueue(t *testing.T, p *tasks.Producer, j tasks.Job, want tasks.Decision) tasks.Outcome {
+	t.Helper()
+	o, err := p.Enqueue(context.Background(), j)
+	if err != nil {
+		t.Fatalf("enqueue %s: %v", j.Key, err)
+	}
+	if o.Decision != want {
+		t.Fatalf("enqueue %s: %s (%s), want %s", j.Key, o.Decision, o.Reason, want)
+	}
+	return o
+}
+
+func TestWelcomeEmailTwice(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	p, _, d := newProducer(t, rdb)
+	welcome := func() tasks.Job {
+		return mustJob(t)(tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hi Ada", TraceID: time.Now().String()}))
+	}
+	first := enqueue(t, p, welcome(), tasks.Enqueued)
+	second := enqueue(t, p, welcome(), tasks.Duplicate)
+	if first.TaskID != first.Key || second.TaskID != first.TaskID || second.State != "pending" {
+		t.Fatalf("first %+v, second %+v", first, second)
+	}
+	if n, _ := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(tasks.QueueDefault); n.Pending != 1 {
+		t.Fatalf("%d pending tasks, want 1", n.Pending)
+	}
+	if len(d.got) != 2 || d.got[0].Outcome != dedup.OutcomeEnqueued || d.got[1].Outcome != dedup.OutcomeDuplicate {
+		t.Fatalf("decisions %+v", d.got)
+	}
+}
+
+// The seed's payment rules: the same payment id within 24 h is a duplicate,
+// reported "already processed: completed" once it ran; the same account and
+// amount under another payment id within 60 s is throttled.
+func TestPaymentRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	p, store, _ := newProducer(t, rdb)
+	pay := func(id string, amount int64) tasks.Job {
+		return mustJob(t)(tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-1", Amount: amount, Currency: "EUR"}))
+	}
+	j := pay("pmt-20260628-001", 4200)
+	enqueue(t, p, j, tasks.Enqueued)
+
+	// A worker runs it (as the middleware would).
+	c, err := store.Claim(ctx, j.Key, j.Fingerprint, time.Minute)
+	if err != nil || c.Outcome != dedup.Acquired {
+		t.Fatal(c, err)
+	}
+	if err := store.Complete(ctx, c.Hold, []byte(`{"charge_id":"ch_1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	dup := enqueue(t, p, pay("pmt-20260628-001", 4200), tasks.Duplicate)
+	if dup.State != "completed" || !strings.Contains(dup.Reason, "already processed: completed") || string(dup.Result) != `{"charge_id":"ch_1"}` {
+		t.Fatalf("duplicate payment: %+v", dup)
+	}
+	th := enqueue(t, p, pay("pmt-20260628-002", 4200), tasks.Throttled)
+	if th.RetryAfter <= 0 || th.RetryAfter > tasks.PaymentRateWindow {
+		t.Fatalf("throttled retry after %v", th.RetryAfter)
+	}
+	enqueue(t, p, pay("pmt-20260628-003", 4300), tasks.Enqueued) // another amount is another rule key
+}
+
+func TestScanJobs(t *testing.T) {
+	t.Parallel()
+	p, _, _ := newProducer(t, redistest.Client(t))
+	scan := func(mode string) tasks.Job {
+		return mustJob(t)(tasks.NewScan(tasks.Scan{Path: "document.pdf", Mode: mode}))
+	}
+	enqueue(t, p, scan("malware"), tasks.Enqueued)
+	enqueue(t, p, scan("full"), tasks.Enqueued) // different content: both run
+	enqueue(t, p, scan("malware"), tasks.Duplicate)
+}
+
+// The 30 s window on file_scan/file-123, on miniredis so time can jump: the
+// window is plain Redis commands, not the point of a real-Redis test.
+func TestFileScanWindow(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	p, _, _ := newProducer(t, rdb)
+	scan := func(path string) tasks.Job {
+		return mustJob(t)(tasks.NewScan(tasks.Scan{Path: path, FileID: "file-123"}))
+	}
+	first := enqueue(t, p, scan("a.pdf"), tasks.Enqueued)
+	inside := enqueue(t, p, scan("b.pdf"), tasks.Duplicate)
+	if inside.TaskID != first.Key || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.FileScanWindow {
+		t.Fatalf("inside the window: %+v", inside)
+	}
+	mr.FastForward(tasks.FileScanWindow + time.Second)
+	enqueue(t, p, scan("b.pdf"), tasks.Enqueued)
+}
+
+func TestBatchCounts(t *testing.T) {
+	t.Parallel()
+	p, _, _ := newProducer(t, redistest.Client(t))
+	email := func(id string) tasks.Job {
+		return mustJob(t)(tasks.NewEmail(tasks.Email{ID: id, To: "a@example.com", Subject: id, Body: "."}))
+	}
+	r := p.EnqueueBatch(context.Background(), []tasks.Job{email("email-welcome-1"), email("email-welcome-1"), email("email-report-1")})
+	if r.Enqueued != 2 || r.Blocked != 1 || r.Failed != 0 || r.Outcomes[1].Decision != tasks.Duplicate {
+		t.Fatalf("batch: %+v", r)
+	}
+}
+
+// A failed enqueue frees the windows it took, so the client's retry is not
+// refused by its own first attempt.
+func TestFailedEnqueueFreesWindow(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	p, store, _ := newProducer(t, rdb)
+	j := mustJob(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-x", Account: "acct-2", Amount: 100, Currency: "USD"}))
+	// Make asynq's enqueue fail while the window reserve succeeds: a key of
+	// the wrong type where asynq pushes pending tasks.
+	if err := rdb.Set(context.Background(), "asynq:{critical}:pending", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Enqueue(context.Background(), j); err == nil {
+		t.Fatal("enqueue into a broken queue succeeded")
+	}
+	r, err := store.Reserve(context.Background(), j.Rate.Key, time.Minute, "probe")
+	if err != nil || !r.Reserved {
+		t.Fatalf("rate window still held after a failed enqueue: %+v %v", r, err)
+	}
+}
