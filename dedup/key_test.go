@@ -113,3 +113,22 @@ func TestKeyContext(t *testing.T) {
 		t.Fatalf("KeyFromContext = %v %v", got, ok)
 	}
 }
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"email:send/welcome-1", "a/b/c", "/x", "x/", "n{s}/id", "ns/\x00", "ns/" + strings.Repeat("z", 300)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := dedup.ParseKey(s)
+		if err != nil {
+			if !errors.Is(err, dedup.ErrInvalidKey) {
+				t.Fatalf("ParseKey(%q): %v does not wrap ErrInvalidKey", s, err)
+			}
+			return
+		}
+		// A valid key never carries a hash-tag brace and round-trips.
+		if strings.ContainsAny(k.Namespace+k.ID, "{}") || k.String() != s {
+			t.Fatalf("ParseKey(%q) = %#v", s, k)
+		}
+	})
+}
