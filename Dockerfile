@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# onceq: one image, two binaries.
+#   /usr/local/bin/onceq-worker    the worker daemon (default entrypoint)
+#   /usr/local/bin/onceq-producer  the CLI; `onceq-producer serve` is the ingest API
+# Configuration is ONCEQ_* environment variables only (--help lists them).
+#
+#   docker build -t ghcr.io/onceq/onceq:0.1.0 .
+
+ARG GO_VERSION=1.26
+
+FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+WORKDIR /src
+# Dependencies first: this layer and the module cache survive source edits.
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod \
+    go mod download
+COPY . .
+ARG TARGETOS TARGETARCH
+RUN --mount=type=cache,target=/go/pkg/mod \
+    --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/worker ./cmd/producer \
+ && mkdir -p /out/data/outbox /out/data/scan
+
+# static: no libc needed (CGO_ENABLED=0); :nonroot runs as 65532.
+# Production should pin this by digest
+# (gcr.io/distroless/static-debian12:nonroot@sha256:...) so a rebuild of the
+# same commit cannot pick up a different base.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/worker /usr/local/bin/onceq-worker
+COPY --from=build /out/producer /usr/local/bin/onceq-producer
+# Writable defaults for `docker run`; in Kubernetes the root filesystem is
+# read-only and these paths are emptyDir mounts.
+COPY --from=build --chown=65532:65532 /out/data /var/lib/onceq
+WORKDIR /var/lib/onceq
+# Numeric, so Kubernetes can verify runAsNonRoot without reading /etc/passwd.
+USER 65532:65532
+# 8080: worker admin (health, metrics, dashboard); 8081: ingest API.
+EXPOSE 8080 8081
+ENTRYPOINT ["/usr/local/bin/onceq-worker"]
