@@ -1,0 +1,102 @@
+package observe_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/observe"
+)
+
+func TestObserverLogsAndCounts(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := observe.NewMetrics(reg)
+	core, logs := observer.New(zapcore.DebugLevel)
+	obs := m.Observer(zap.New(core), "worker")
+	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-1"}
+	ctx := context.Background()
+	for _, d := range []dedup.Decision{
+		{Op: dedup.OpClaim, Key: k, Outcome: dedup.OutcomeClaimed},
+		{Op: dedup.OpClaim, Key: k, Outcome: dedup.OutcomeDuplicate, Reason: "done at x"},
+		{Op: dedup.OpComplete, Key: k, Outcome: dedup.OutcomeLeaseLost},
+		{Op: dedup.OpClaim, Key: k, Outcome: dedup.OutcomeError, Reason: "connection refused"},
+		{Op: dedup.OpExtend, Key: k, Outcome: dedup.OutcomeExtended},
+	} {
+		obs(ctx, d)
+	}
+	levels := map[string]zapcore.Level{}
+	for _, e := range logs.All() {
+		levels[e.ContextMap()["outcome"].(string)] = e.Level
+		if e.ContextMap()["key"] != "pmt-1" || e.ContextMap()["namespace"] != "payment:charge" {
+			t.Errorf("log line without key fields: %v", e.ContextMap())
+		}
+	}
+	want := map[string]zapcore.Level{"claimed": zapcore.DebugLevel, "duplicate": zapcore.InfoLevel,
+		"lease_lost": zapcore.InfoLevel, "error": zapcore.WarnLevel}
+	if len(levels) != len(want) {
+		t.Fatalf("logged %v, want %v (heartbeats are not logged)", levels, want)
+	}
+	for o, l := range want {
+		if levels[o] != l {
+			t.Errorf("%s logged at %v, want %v", o, levels[o], l)
+		}
+	}
+	exp := `
+# HELP onceq_lease_lost_total Claims a worker lost to another worker (its writes were fenced out).
+# TYPE onceq_lease_lost_total counter
+onceq_lease_lost_total{namespace="payment:charge"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "onceq_lease_lost_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "onceq_dedup_decisions_total"); n != 4 {
+		t.Fatalf("%d decision series, want 4", n)
+	}
+}
+
+func TestHandlerDuration(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := observe.NewMetrics(reg)
+	ok := m.HandlerDuration(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	bad := m.HandlerDuration(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return errors.New("x") }))
+	skip := m.HandlerDuration(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return asynq.SkipRetry }))
+	task := asynq.NewTask("email:send", nil)
+	_ = ok.ProcessTask(context.Background(), task)
+	_ = bad.ProcessTask(context.Background(), task)
+	_ = skip.ProcessTask(context.Background(), task)
+	func() {
+		defer func() { recover() }()
+		m.HandlerDuration(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { panic("boom") })).ProcessTask(context.Background(), task)
+	}()
+	if n := testutil.CollectAndCount(reg, "onceq_handler_duration_seconds"); n != 4 {
+		t.Fatalf("%d handler series (ok, error, rejected, panic), want 4", n)
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	log, err := observe.NewLogger("production", "info", &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hello", zap.String("k", "v"))
+	log.Debug("hidden")
+	if !strings.HasPrefix(b.String(), "{") || !strings.Contains(b.String(), `"k":"v"`) || strings.Contains(b.String(), "hidden") {
+		t.Fatalf("production log: %s", b.String())
+	}
+	if _, err := observe.NewLogger("production", "loud", &b); err == nil {
+		t.Fatal("bad level accepted")
+	}
+}
