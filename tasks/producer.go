@@ -97,7 +97,10 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 		out.Reason = "task id " + holder + " already accepted"
 		if !p.opts.Brief {
 			out.State, out.Result = p.describe(ctx, j.Queue, j.Key)
-			out.Reason = "already processed: " + out.State
+			out.Reason = "already accepted: " + out.State
+			if out.State == "completed" {
+				out.Reason = "already processed: completed"
+			}
 		}
 	case err != nil:
 		// Not accepted: free the windows so a retry is not refused.

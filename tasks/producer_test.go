@@ -61,7 +61,7 @@ func TestWelcomeEmailTwice(t *testing.T) {
 	}
 	first := enqueue(t, p, welcome(), tasks.Enqueued)
 	second := enqueue(t, p, welcome(), tasks.Duplicate)
-	if first.TaskID != first.Key || second.TaskID != first.TaskID || second.State != "pending" {
+	if first.TaskID != first.Key || second.TaskID != first.TaskID || second.State != "pending" || second.Reason != "already accepted: pending" {
 		t.Fatalf("first %+v, second %+v", first, second)
 	}
 	if n, _ := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(tasks.QueueDefault); n.Pending != 1 {

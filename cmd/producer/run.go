@@ -245,6 +245,13 @@ func status(ctx context.Context, rdb redis.UniversalClient, store dedup.Store, a
 			}
 		}
 	}
+	// Not run yet: the task's own state says more than "absent".
+	if rec.State == dedup.StateAbsent {
+		s.State = "unknown"
+		if s.TaskState != "" {
+			s.State = s.TaskState
+		}
+	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(s)
