@@ -10,7 +10,7 @@ import (
 )
 
 // webhookSource is what a {source} path segment may be.
-var webhookSource = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+var webhookSource = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // API is the configuration of the HTTP ingest API (`producer serve`). Its
 // /healthz, /readyz and /metrics are served on Addr too.

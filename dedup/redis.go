@@ -236,6 +236,11 @@ func (s *RedisStore) Reserve(ctx context.Context, k Key, window time.Duration, h
 	}
 	r := Reservation{RetryAfter: time.Duration(max(asInt(v[2]), 0)) * time.Millisecond}
 	r.Holder, _ = v[1].(string)
+	if r.Holder == holder {
+		// The same job again: its own window does not throttle it.
+		s.observe(ctx, OpReserve, k, OutcomeReserved, 0, "already held by this holder")
+		return r, nil
+	}
 	s.observe(ctx, OpReserve, k, OutcomeThrottled, 0,
 		fmt.Sprintf("window held by %s for %s", r.Holder, r.RetryAfter))
 	return r, nil

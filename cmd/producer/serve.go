@@ -3,10 +3,140 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/admin"
+	"github.com/onceq/onceq/api"
+	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/observe"
+	"github.com/onceq/onceq/tasks"
 )
 
-// serve runs the HTTP ingest API; it lands with package api.
+// serveHooks let tests learn the bound address; serve leaves them zero.
+type serveHooks struct {
+	ready func(addr string)
+}
+
+// shutdownTimeout bounds the drain of requests in flight after ctx ends.
+const shutdownTimeout = 10 * time.Second
+
+// serve runs the HTTP ingest API until ctx ends.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("serve: the HTTP ingest API is not built yet")
+	return serveWith(ctx, args, stdout, stderr, serveHooks{})
+}
+
+func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h serveHooks) error {
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
+		fmt.Fprintln(stdout, "producer serve: the HTTP ingest API (see package api). Environment variables:")
+		return config.Usage(stdout, config.API{})
+	}
+	if len(args) > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q (configuration is ONCEQ_* variables; see --help)", args)
+	}
+	cfg, err := config.LoadAPI()
+	if err != nil {
+		return err
+	}
+	log, err := observe.NewLogger(cfg.Log.Env, cfg.Log.Level, stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+
+	rdb, err := cfg.Redis.Client()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("serve: cannot reach Redis (%s): %w; start one or set ONCEQ_REDIS_URL", redisWhere(cfg.Redis), err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := observe.NewMetrics(reg)
+
+	// The producer reports its own decisions; an observer here would count
+	// each window decision twice.
+	jobs, err := dedup.NewRedisStore(rdb, dedup.Options{
+		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
+	})
+	if err != nil {
+		return err
+	}
+	// Replays live in a store of their own, whose done TTL is the replay
+	// TTL. The API reports its decisions itself (side "api"), so this
+	// store has no observer: nothing is counted twice.
+	replays, err := dedup.NewRedisStore(rdb, dedup.Options{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
+	if err != nil {
+		return err
+	}
+	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
+	handler, err := api.New(api.Options{
+		Producer:         producer,
+		Store:            replays,
+		Redis:            rdb,
+		Tokens:           cfg.Tokens,
+		WebhookSecrets:   cfg.WebhookSecrets,
+		WebhookTolerance: cfg.WebhookTolerance,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		Log:              log,
+		Observer:         metrics.Observer(log, "api"),
+	})
+	if err != nil {
+		return err
+	}
+
+	var running atomic.Bool
+	running.Store(true)
+	mux := http.NewServeMux()
+	var token string
+	if len(cfg.Tokens) > 0 {
+		token = cfg.Tokens[0]
+	}
+	admin.Routes(mux, admin.Options{
+		Token:    token,
+		Gatherer: reg,
+		Ready: func(ctx context.Context) error {
+			if !running.Load() {
+				return errors.New("shutting down")
+			}
+			return rdb.Ping(ctx).Err()
+		},
+	})
+	mux.Handle("/v1/", handler)
+	srv, err := admin.Listen(cfg.Addr, mux)
+	if err != nil {
+		return fmt.Errorf("serve: listen: %w", err)
+	}
+	if len(cfg.Tokens) == 0 {
+		log.Warn("no ONCEQ_API_TOKENS: the API's non-webhook routes are open to anyone who can reach " + srv.Addr())
+	}
+	log.Info("api started", zap.String("addr", "http://"+srv.Addr()),
+		zap.Strings("webhook_sources", slices.Sorted(maps.Keys(cfg.WebhookSecrets))), zap.Any("config", cfg.Redacted()))
+	if h.ready != nil {
+		h.ready(srv.Addr())
+	}
+
+	<-ctx.Done()
+	log.Info("shutting down", zap.Duration("timeout", shutdownTimeout))
+	running.Store(false)
+	bg, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(bg); err != nil {
+		log.Warn("api shutdown", zap.Error(err))
+	}
+	log.Info("stopped")
+	return nil
 }

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/tasks"
+)
+
+// readBody reads the whole body under the size limit. A problem response is
+// returned when the body cannot be had.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *response) {
+	limit := s.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		resp := problem(http.StatusRequestEntityTooLarge, probTooLarge, fmt.Sprintf("the body may be at most %d bytes", limit))
+		return nil, &resp
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			resp := problem(http.StatusRequestEntityTooLarge, probTooLarge, fmt.Sprintf("the body may be at most %d bytes", limit))
+			return nil, &resp
+		}
+		resp := problem(http.StatusBadRequest, probBadRequest, "reading the body failed")
+		return nil, &resp
+	}
+	return b, nil
+}
+
+// checkJSON wants Content-Type application/json (a charset parameter, if
+// any, must be utf-8: JSON is UTF-8).
+func checkJSON(r *http.Request) *response {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && mt == "application/json" {
+		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") {
+			return nil
+		}
+	}
+	resp := problem(http.StatusUnsupportedMediaType, probMediaType, "send Content-Type: application/json")
+	return &resp
+}
+
+// decode strictly decodes body into v: unknown fields, trailing data and
+// wrong types are a 400.
+func decode(body []byte, v any) *response {
+	if err := tasks.Decode(body, v); err != nil {
+		msg := strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": ")
+		resp := problem(http.StatusBadRequest, probBadRequest, "the body is not the expected JSON: "+msg)
+		return &resp
+	}
+	return nil
+}
+
+// invalid turns a constructor's validation error into a 422: the JSON was
+// well-formed, its content is not acceptable.
+func invalid(err error) response {
+	return problem(http.StatusUnprocessableEntity, probInvalid, strings.TrimPrefix(err.Error(), "tasks: "))
+}
+
+// maxKeyBytes bounds an Idempotency-Key header.
+const maxKeyBytes = dedup.MaxIDLen
+
+// idempotencyKey reads Idempotency-Key or X-Idempotency-Key. "" without
+// either. The draft's structured-field form (a quoted string) is accepted.
+func idempotencyKey(r *http.Request) (string, *response) {
+	bad := func(detail string) (string, *response) {
+		resp := problem(http.StatusBadRequest, probBadKey, detail)
+		return "", &resp
+	}
+	var key string
+	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+		vs := r.Header.Values(name)
+		if len(vs) > 1 {
+			return bad(name + " is given more than once")
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		v := strings.TrimSpace(vs[0])
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		if key != "" && v != key {
+			return bad("Idempotency-Key and X-Idempotency-Key differ")
+		}
+		if v == "" {
+			return bad(name + " is empty")
+		}
+		key = v
+	}
+	switch {
+	case len(key) > maxKeyBytes:
+		return bad(fmt.Sprintf("the key is longer than %d bytes", maxKeyBytes))
+	case !utf8.ValidString(key):
+		return bad("the key is not valid UTF-8")
+	case strings.ContainsFunc(key, unicode.IsControl):
+		return bad("the key contains control characters")
+	}
+	return key, nil
+}

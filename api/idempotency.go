@@ -1,0 +1,133 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// ReplayNamespace is the dedup namespace of HTTP replay records; their id
+// is "<route>:<Idempotency-Key>".
+const ReplayNamespace = "http"
+
+// ReplayedHeader marks a response replayed from an earlier request.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// ReplayKey is the dedup key under which the response to a request on route
+// ("payments", "emails", "scans", "webhooks/<source>") with Idempotency-Key
+// key is stored.
+func ReplayKey(route, key string) dedup.Key {
+	// scopedID always yields a valid id.
+	return dedup.Key{Namespace: ReplayNamespace, ID: scopedID(route, key)}
+}
+
+// scopedID is "prefix:key" when that is a valid dedup id, else the key is
+// replaced by its SHA-256: keys with spaces, braces or too many bytes
+// (after the prefix) stay usable and distinct.
+func scopedID(prefix, key string) string {
+	id := prefix + ":" + key
+	if _, err := dedup.NewKey(ReplayNamespace, id); err == nil {
+		return id
+	}
+	sum := sha256.Sum256([]byte(key))
+	id = prefix + ":sha256-" + hex.EncodeToString(sum[:])
+	if _, err := dedup.NewKey(ReplayNamespace, id); err == nil {
+		return id
+	}
+	// A prefix too long or odd itself: hash both, NUL-separated so that no
+	// two (prefix, key) pairs share an input.
+	sum = sha256.Sum256([]byte(prefix + "\x00" + key))
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+// fingerprint identifies a request for the mismatch check: method, route
+// and the canonical JSON of the body without its volatile fields (so a
+// re-serialised body with another key order is the same request). A body
+// that has no canonical form (duplicate keys) is hashed as raw bytes.
+func fingerprint(method, route string, body []byte, volatile ...string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s\n", method, route)
+	if c, err := dedup.Canonical(body, volatile...); err == nil {
+		h.Write([]byte("json\n"))
+		h.Write(c)
+	} else {
+		h.Write([]byte("raw\n"))
+		h.Write(body)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// once runs do at most once per (route, key) while the store keeps the
+// record: a completed request's response is replayed, a request in flight
+// is a 409, another body under the same key a 422. Only 2xx responses are
+// stored; after a 429 or 5xx the claim is released so a retry runs again.
+// Without a key, do simply runs.
+func (s *server) once(ctx context.Context, route, key, fp string, do func(context.Context) response) response {
+	if key == "" {
+		return do(ctx)
+	}
+	k := ReplayKey(route, key)
+	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease)
+	if err != nil {
+		s.decide(ctx, k, dedup.OutcomeError, err.Error())
+		s.opts.Log.Warn("api: idempotency claim failed", zap.String("key", k.String()), zap.Error(err))
+		return unavailable()
+	}
+	switch c.Outcome {
+	case dedup.Duplicate:
+		var stored response
+		if err := json.Unmarshal(c.Result, &stored); err != nil || stored.Status == 0 {
+			s.opts.Log.Error("api: stored response unreadable", zap.String("key", k.String()), zap.Error(err))
+			return problem(http.StatusInternalServerError, probInternal, "the stored response cannot be replayed")
+		}
+		if stored.Header == nil {
+			stored.Header = map[string]string{}
+		}
+		stored.Header[ReplayedHeader] = "true"
+		s.decide(ctx, k, dedup.OutcomeDuplicate, "response replayed")
+		return stored
+	case dedup.InProgress:
+		s.decide(ctx, k, dedup.OutcomeInProgress, "a request with this key is in flight")
+		return problemOf(Problem{Type: ProblemType + probInFlight.slug, Title: probInFlight.title,
+			Status: http.StatusConflict, Key: key, RetryAfter: 1,
+			Detail: "the first request with this Idempotency-Key has not finished; retry shortly"})
+	case dedup.Mismatch:
+		s.decide(ctx, k, dedup.OutcomeMismatch, "another request body under the same key")
+		return problemOf(Problem{Type: ProblemType + probMismatch.slug, Title: probMismatch.title,
+			Status: http.StatusUnprocessableEntity, Key: key,
+			Detail: "this Idempotency-Key was used with another request body; use a new key for a new request"})
+	}
+	s.decide(ctx, k, dedup.OutcomeClaimed, "")
+
+	resp := do(ctx)
+	// Record the outcome even when the request's own time ran out: the work is done.
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+	defer cancel()
+	if resp.Status >= 200 && resp.Status < 300 {
+		b, err := json.Marshal(resp)
+		if err == nil {
+			err = s.opts.Store.Complete(bg, c.Hold, b)
+		}
+		if err != nil {
+			// The client still gets its answer; a retry after the lease
+			// runs again and meets the producer's own deduplication.
+			s.opts.Log.Warn("api: storing the response for replay failed", zap.String("key", k.String()), zap.Error(err))
+		}
+		return resp
+	}
+	if err := s.opts.Store.Release(bg, c.Hold, fmt.Sprintf("status %d", resp.Status)); err != nil {
+		s.opts.Log.Warn("api: releasing the idempotency claim failed", zap.String("key", k.String()), zap.Error(err))
+	}
+	return resp
+}
+
+func (s *server) decide(ctx context.Context, k dedup.Key, o dedup.Outcome, reason string) {
+	s.opts.Observer(ctx, dedup.Decision{Op: dedup.OpClaim, Key: k, Outcome: o, Reason: reason})
+}

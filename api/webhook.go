@@ -1,0 +1,128 @@
+package api
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceq/onceq/tasks"
+)
+
+// SignatureHeader carries a webhook's signature: "t=<unix>,v1=<hex>".
+const SignatureHeader = "Onceq-Signature"
+
+// Sign returns the SignatureHeader value for body sent at t: the hex
+// HMAC-SHA256, keyed by secret, of "<unix seconds>.<body>".
+func Sign(secret string, t time.Time, body []byte) string {
+	ts := t.Unix()
+	return "t=" + strconv.FormatInt(ts, 10) + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+}
+
+func mac(secret string, ts int64, body []byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(strconv.FormatInt(ts, 10) + "."))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// verify checks a SignatureHeader value. Unknown schemes are ignored (a
+// sender may add v2 before we know it); at least one v1 must match. The
+// timestamp is checked after the MAC, so only a holder of the secret learns
+// that a request was merely stale.
+func verify(header, secret string, body []byte, now time.Time, tolerance time.Duration) error {
+	if header == "" {
+		return errors.New("missing " + SignatureHeader + " header")
+	}
+	var (
+		ts   int64
+		sigs [][]byte
+	)
+	malformed := errors.New(SignatureHeader + " is not t=<unix seconds>,v1=<hex HMAC-SHA256>")
+	for part := range strings.SplitSeq(header, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return malformed
+		}
+		switch k {
+		case "t":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 || ts != 0 {
+				return malformed
+			}
+			ts = n
+		case "v1":
+			b, err := hex.DecodeString(v)
+			if err != nil || len(b) != sha256.Size {
+				return malformed
+			}
+			sigs = append(sigs, b)
+		}
+	}
+	if ts == 0 || len(sigs) == 0 {
+		return malformed
+	}
+	want := mac(secret, ts, body)
+	ok := false
+	for _, s := range sigs {
+		ok = hmac.Equal(s, want) || ok // compare all: no early exit
+	}
+	if !ok {
+		return errors.New("signature does not match")
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
+		return errors.New("signature timestamp is outside the tolerance of " + tolerance.String() + ": check the sender's clock")
+	}
+	return nil
+}
+
+// webhook serves POST /v1/webhooks/{source}: the signature authenticates,
+// the Idempotency-Key is required, the event becomes a tasks.Webhook.
+func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
+	source := r.PathValue("source")
+	secret, ok := s.opts.WebhookSecrets[source]
+	if !ok {
+		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
+		return
+	}
+	body, resp := s.readBody(w, r)
+	if resp != nil {
+		resp.write(w)
+		return
+	}
+	now := s.opts.Now()
+	if err := verify(r.Header.Get(SignatureHeader), secret, body, now, s.opts.WebhookTolerance); err != nil {
+		problem(http.StatusUnauthorized, probBadSignature, err.Error()).write(w)
+		return
+	}
+	if resp := checkJSON(r); resp != nil {
+		resp.write(w)
+		return
+	}
+	key, resp := idempotencyKey(r)
+	if resp == nil && key == "" {
+		p := problem(http.StatusBadRequest, probMissingKey, "webhooks need an Idempotency-Key (or X-Idempotency-Key) header")
+		resp = &p
+	}
+	if resp != nil {
+		resp.write(w)
+		return
+	}
+	// Attempt changes with each redelivery: it must not make a retry a mismatch.
+	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key, body, []string{"attempt"},
+		func(key string) (tasks.Job, *response) {
+			var ev WebhookEvent
+			if resp := decode(body, &ev); resp != nil {
+				return tasks.Job{}, resp
+			}
+			// Keys are the sender's: scope them by source so two senders
+			// cannot collide.
+			return built(tasks.NewWebhook(tasks.Webhook{Source: source, EventID: ev.ID, Type: ev.Type,
+				Data: ev.Data, Attempt: ev.Attempt, ReceivedAt: now.UTC().Format(time.RFC3339Nano)},
+				jobID(tasks.TypeWebhook, source+":"+key)))
+		})
+}

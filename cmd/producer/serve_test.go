@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/api"
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// syncBuffer is a bytes.Buffer the logger may write to while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeHelp(t *testing.T) {
+	var out bytes.Buffer
+	if err := serve(t.Context(), []string{"--help"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"ONCEQ_API_ADDR", "ONCEQ_API_TOKENS", "ONCEQ_WEBHOOK_SECRETS", "ONCEQ_WEBHOOK_TOLERANCE",
+		"ONCEQ_MAX_BODY_BYTES", "ONCEQ_REPLAY_TTL", "ONCEQ_REDIS_URL"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("--help does not list %s", v)
+		}
+	}
+	if err := serve(t.Context(), []string{"extra"}, io.Discard, io.Discard); err == nil {
+		t.Error("serve accepted an argument")
+	}
+}
+
+func TestServeRedisUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	t.Setenv("ONCEQ_REDIS_URL", "redis://"+addr+"?dial_timeout=200ms&max_retries=0")
+	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
+	err = serve(t.Context(), nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "cannot reach Redis") {
+		t.Fatalf("serve without Redis: %v, want a clear error", err)
+	}
+}
+
+func TestServe(t *testing.T) {
+	rdb := redistest.Client(t)
+	opt := rdb.Options()
+	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
+	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
+	t.Setenv("ONCEQ_API_TOKENS", "tok-one,tok-two")
+	t.Setenv("ONCEQ_WEBHOOK_SECRETS", "acme:whsec-acme")
+	t.Setenv("ONCEQ_LOG_LEVEL", "debug")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stderr syncBuffer
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveWith(ctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
+	}()
+	var base string
+	select {
+	case addr := <-ready:
+		base = "http://" + addr
+	case err := <-done:
+		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve not ready\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), base) {
+		t.Errorf("the bound address %s is not logged:\n%s", base, stderr.String())
+	}
+
+	call := func(method, path, body string, h map[string]string) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	auth := func(tok string, more map[string]string) map[string]string {
+		h := map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
+		for k, v := range more {
+			h[k] = v
+		}
+		return h
+	}
+
+	if code, _, _ := call("GET", "/healthz", "", nil); code != 200 {
+		t.Errorf("/healthz %d", code)
+	}
+	if code, _, _ := call("GET", "/readyz", "", nil); code != 200 {
+		t.Errorf("/readyz %d", code)
+	}
+	if code, _, _ := call("GET", "/metrics", "", nil); code != 401 {
+		t.Errorf("/metrics without the token: %d, want 401", code)
+	}
+
+	payment := `{"payment_id":"pmt-serve-1","account":"acct-s","amount":2500,"currency":"EUR"}`
+	if code, _, body := call("POST", "/v1/payments", payment, auth("nope", nil)); code != 401 {
+		t.Fatalf("bad token: %d %s", code, body)
+	}
+	code, _, first := call("POST", "/v1/payments", payment, auth("tok-two", map[string]string{"Idempotency-Key": "order-s1"}))
+	if code != 202 || !strings.Contains(first, `"key":"payment:charge/pmt-serve-1"`) {
+		t.Fatalf("payment: %d %s", code, first)
+	}
+	code, h, again := call("POST", "/v1/payments", payment, auth("tok-one", map[string]string{"Idempotency-Key": "order-s1"}))
+	if code != 202 || again != first || h.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s %v", code, again, h)
+	}
+
+	event := `{"id":"evt_s1","type":"user.created","data":{"user_id":"u1","email":"ada@example.com"}}`
+	code, _, body := call("POST", "/v1/webhooks/acme", event, map[string]string{"Content-Type": "application/json",
+		"Idempotency-Key": "d-1", api.SignatureHeader: api.Sign("whsec-acme", time.Now(), []byte(event))})
+	if code != 202 {
+		t.Fatalf("webhook: %d %s", code, body)
+	}
+	code, _, body = call("GET", "/v1/jobs/payment:charge%2Fpmt-serve-1", "", auth("tok-one", nil))
+	if code != 200 || !strings.Contains(body, `"state":"pending"`) {
+		t.Fatalf("job: %d %s", code, body)
+	}
+
+	code, _, metrics := call("GET", "/metrics", "", auth("tok-one", nil))
+	if code != 200 {
+		t.Fatalf("/metrics %d", code)
+	}
+	for _, want := range []string{
+		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="enqueued",side="producer"} 1`,
+		`onceq_dedup_decisions_total{namespace="http",outcome="duplicate",side="api"} 1`,
+		`onceq_dedup_decisions_total{namespace="http",outcome="claimed",side="api"} 2`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop within 15s of cancellation")
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("still serving after shutdown")
+	}
+	if !strings.Contains(stderr.String(), "stopped") {
+		t.Errorf("no stop logged:\n%s", stderr.String())
+	}
+}
