@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
-// Decode strictly decodes one JSON payload into v: unknown fields, trailing
-// data and wrong types are errors wrapping ErrInvalid.
+// Decode strictly decodes one JSON payload into v: invalid UTF-8 (which
+// encoding/json would silently replace), unknown fields, trailing data and
+// wrong types are errors wrapping ErrInvalid.
 func Decode(data []byte, v any) error {
+	if !utf8.Valid(data) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
