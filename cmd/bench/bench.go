@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/tasks"
+)
+
+// config is one benchmark run's settings.
+type config struct {
+	N           int   // tasks per processing measurement
+	Rounds      int   // paired rounds
+	EnqueueN    int   // enqueues per enqueue measurement
+	MemoryN     int   // retained tasks and records for the memory sample
+	Conc        []int // concurrencies of the single in-process server
+	TwoConc     []int // concurrency of each of the two worker subprocesses
+	Goroutines  []int // enqueue concurrencies
+	DupG        []int // goroutines for the duplicate-vs-insert cost
+	Retained    bool  // also process TaskID+Retention tasks without middleware
+	Phases      map[string]bool
+	RedisURL    string
+	CPUProfile  string
+	SideTimeout time.Duration // a processing measurement that takes longer fails
+	// workerCmd builds the command of a worker subprocess (this program
+	// with -worker; the test binary in tests).
+	workerCmd func() *exec.Cmd
+	progress  io.Writer // per-measurement lines; nil for none
+	warn      io.Writer // asynq's warnings and errors
+}
+
+// bench holds a run's shared state. Every name it writes carries the run id,
+// so a given server's other data is never touched.
+type bench struct {
+	cfg      config
+	env      *redisEnv
+	run      string
+	taskType string // also the dedup namespace
+	seq      int
+}
+
+func newBench(cfg config, env *redisEnv) *bench {
+	var b [3]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	return &bench{cfg: cfg, env: env, run: id, taskType: "bench-" + id + ":noop"}
+}
+
+func (b *bench) logf(format string, a ...any) {
+	if b.cfg.progress != nil {
+		fmt.Fprintf(b.cfg.progress, format+"\n", a...)
+	}
+}
+
+// queue returns a fresh queue name.
+func (b *bench) queue(tag string) string {
+	b.seq++
+	return fmt.Sprintf("bench-%s-%s%d", b.run, tag, b.seq)
+}
+
+// cleanup deletes queue and every dedup key of the run.
+func (b *bench) cleanup(ctx context.Context, queue string) error {
+	if err := b.env.dropQueue(ctx, queue); err != nil {
+		return err
+	}
+	return b.env.deleteMatching(ctx, "onceq:{bench-"+b.run+":*")
+}
+
+// cleanupAll is the end-of-run sweep for anything a failed step left.
+func (b *bench) cleanupAll(ctx context.Context) error {
+	if err := b.env.deleteMatching(ctx, "asynq:{bench-"+b.run+"-*", "onceq:{bench-"+b.run+":*"); err != nil {
+		return err
+	}
+	qs, err := b.env.admin.SMembers(ctx, "asynq:queues").Result()
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		if strings.HasPrefix(q, "bench-"+b.run+"-") {
+			if err := b.env.admin.SRem(ctx, "asynq:queues", q).Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// payload is a small email-like JSON payload whose "id" is the business key.
+func (b *bench) payload(queue string, i int) (string, []byte) {
+	id := fmt.Sprintf("%s-%d", queue, i)
+	return id, fmt.Appendf(nil, `{"id":%q,"to":"user%d@example.com","subject":"Welcome","template":"welcome-v2"}`, id, i)
+}
+
+// plainTask is the bare asynq task: same payload, no headers.
+func (b *bench) plainTask(queue string, i int) (string, *asynq.Task) {
+	id, p := b.payload(queue, i)
+	return id, asynq.NewTask(b.taskType, p)
+}
+
+// job is what a tasks constructor builds: key and fingerprint from
+// dedup.Derive, carried in the headers, default unique window.
+func (b *bench) job(queue string, i int) (tasks.Job, error) {
+	_, p := b.payload(queue, i)
+	k, fp, err := dedup.Derive(b.taskType, p, "", nil)
+	if err != nil {
+		return tasks.Job{}, err
+	}
+	t := asynq.NewTaskWithHeaders(b.taskType, p, map[string]string{
+		dedup.HeaderKey: k.String(), dedup.HeaderFingerprint: fp,
+	})
+	return tasks.Job{Task: t, Key: k, Fingerprint: fp, Queue: queue, Unique: tasks.DefaultUniqueWindow}, nil
+}
+
+// ruleKey is a window or rate key of its own for item i, so every measured
+// enqueue is a first one.
+func (b *bench) ruleKey(kind, queue string, i int) dedup.Key {
+	k, err := dedup.NewKey("bench-"+b.run+":"+kind, fmt.Sprintf("%s-%d", queue, i))
+	if err != nil {
+		panic(err) // built from our own safe names
+	}
+	return k
+}
+
+// parallel runs fn for i in [0, n) on g goroutines and returns the first error.
+func parallel(n, g int, fn func(i int) error) error {
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		once sync.Once
+		ferr error
+	)
+	for range g {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { ferr = err })
+					next.Store(int64(n)) // stop the others
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return ferr
+}
+
+// fill pre-enqueues n tasks for side into queue, as that side's producer
+// would: plain tasks, TaskID+Retention tasks, or through tasks.Producer.
+func (b *bench) fill(ctx context.Context, side, queue string, n int) error {
+	client := asynq.NewClientFromRedisClient(b.env.admin)
+	store, err := dedup.NewRedisStore(b.env.admin, dedup.Options{})
+	if err != nil {
+		return err
+	}
+	prod := tasks.NewProducer(b.env.admin, store, tasks.ProducerOptions{Brief: true})
+	return parallel(n, 16, func(i int) error {
+		switch side {
+		case sideBare:
+			_, t := b.plainTask(queue, i)
+			_, err := client.EnqueueContext(ctx, t, asynq.Queue(queue))
+			return err
+		case sideRetained:
+			id, t := b.plainTask(queue, i)
+			_, err := client.EnqueueContext(ctx, t, asynq.Queue(queue),
+				asynq.TaskID(id), asynq.Retention(tasks.DefaultUniqueWindow))
+			return err
+		}
+		j, err := b.job(queue, i)
+		if err != nil {
+			return err
+		}
+		o, err := prod.Enqueue(ctx, j)
+		if err == nil && o.Decision != tasks.Enqueued {
+			err = fmt.Errorf("fill %s: %s %s", queue, o.Decision, o.Reason)
+		}
+		return err
+	})
+}

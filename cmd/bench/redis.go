@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisEnv is the one Redis a run measures against: a redis-server this
+// program started (killed at the end) or a given one, which is never flushed:
+// the run uses its own queue names and key namespace and deletes its keys.
+type redisEnv struct {
+	URL     string
+	Own     bool
+	Version string
+	admin   *redis.Client // setup, INFO and cleanup: not counted
+	opt     *redis.Options
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	dir     string
+}
+
+// startRedis launches redis-server on a free loopback port, without
+// persistence, as a child that dies with this process.
+func startRedis(ctx context.Context) (*redisEnv, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New("no redis-server on PATH (install it, or pass -redis-url)")
+	}
+	dir, err := os.MkdirTemp("", "onceq-bench-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 5 { // the probed port may be taken before redis binds it
+		port, err := freePort()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir)
+		cmd.SysProcAttr = dieWithParent()
+		logf, err := os.Create(filepath.Join(dir, "redis.log"))
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("start redis-server: %w", err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); logf.Close(); close(exited) }()
+		e := &redisEnv{Own: true, cmd: cmd, exited: exited, dir: dir,
+			URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
+		if lastErr = e.connect(ctx, exited); lastErr == nil {
+			return e, nil
+		}
+		cmd.Process.Kill()
+		<-exited
+	}
+	os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+// openRedis uses a given server.
+func openRedis(ctx context.Context, url string) (*redisEnv, error) {
+	e := &redisEnv{URL: url}
+	if err := e.connect(ctx, nil); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *redisEnv) connect(ctx context.Context, exited chan struct{}) error {
+	opt, err := redis.ParseURL(e.URL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	e.opt = opt
+	e.admin = redis.NewClient(opt)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err = e.admin.Ping(ctx).Err()
+		if err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server exited: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.admin.Close()
+			return fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
+		}
+	}
+	info, err := e.admin.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	e.Version = infoField(info, "redis_version")
+	return nil
+}
+
+// client returns a new client on the benchmark's server, with hook counting
+// its round trips when hook is not nil.
+func (e *redisEnv) client(hook *tripCounter) *redis.Client {
+	c := redis.NewClient(e.opt)
+	if hook != nil {
+		c.AddHook(hook)
+	}
+	return c
+}
+
+// Close stops a server this program started; a given one is left as it was.
+func (e *redisEnv) Close() {
+	if e.admin != nil {
+		e.admin.Close()
+	}
+	if e.cmd != nil {
+		e.cmd.Process.Kill()
+		<-e.exited
+		os.RemoveAll(e.dir)
+	}
+}
+
+// deleteMatching removes the keys matching each pattern (SCAN + UNLINK):
+// the run's own keys, on any server.
+func (e *redisEnv) deleteMatching(ctx context.Context, patterns ...string) error {
+	for _, p := range patterns {
+		iter := e.admin.Scan(ctx, 0, p, 2000).Iterator()
+		batch := make([]string, 0, 1000)
+		for iter.Next(ctx) {
+			batch = append(batch, iter.Val())
+			if len(batch) == cap(batch) {
+				if err := e.admin.Unlink(ctx, batch...).Err(); err != nil {
+					return err
+				}
+				batch = batch[:0]
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		if len(batch) > 0 {
+			if err := e.admin.Unlink(ctx, batch...).Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dropQueue deletes a queue's keys (all behind its hash tag) and its entry in
+// asynq's queue set.
+func (e *redisEnv) dropQueue(ctx context.Context, queue string) error {
+	if err := e.deleteMatching(ctx, "asynq:{"+queue+"}:*"); err != nil {
+		return err
+	}
+	return e.admin.SRem(ctx, "asynq:queues", queue).Err()
+}
+
+// serverStats is a reading of INFO commandstats and cpu.
+type serverStats struct {
+	calls map[string]int64
+	// scripts is the time Redis spent executing EVAL/EVALSHA (the commands
+	// they run included), as commandstats' usec counts it.
+	scripts time.Duration
+	cpu     time.Duration
+}
+
+func (e *redisEnv) stats(ctx context.Context) (serverStats, error) {
+	info, err := e.admin.Info(ctx, "commandstats", "cpu").Result()
+	if err != nil {
+		return serverStats{}, fmt.Errorf("redis info: %w", err)
+	}
+	return parseStats(info), nil
+}
+
+func parseStats(info string) serverStats {
+	s := serverStats{calls: map[string]int64{}}
+	scripts := map[string]bool{"cmdstat_eval": true, "cmdstat_evalsha": true, "cmdstat_eval_ro": true, "cmdstat_evalsha_ro": true}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "cmdstat_"):
+			for f := range strings.SplitSeq(rest, ",") {
+				if v, ok := strings.CutPrefix(f, "calls="); ok {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					s.calls[strings.TrimPrefix(name, "cmdstat_")] = n
+				}
+				if v, ok := strings.CutPrefix(f, "usec="); ok && scripts[name] {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					s.scripts += time.Duration(n) * time.Microsecond
+				}
+			}
+		case name == "used_cpu_sys" || name == "used_cpu_user":
+			f, _ := strconv.ParseFloat(rest, 64)
+			s.cpu += time.Duration(f * float64(time.Second))
+		}
+	}
+	return s
+}
+
+// callsSince is the calls per command since an earlier reading, leaving out
+// the INFO calls the benchmark itself makes.
+func (s serverStats) callsSince(from serverStats) map[string]int64 {
+	d := map[string]int64{}
+	for name, n := range s.calls {
+		if name == "info" {
+			continue
+		}
+		if n -= from.calls[name]; n > 0 {
+			d[name] = n
+		}
+	}
+	return d
+}
+
+func infoField(info, field string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

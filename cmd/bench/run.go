@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// run parses args, runs the benchmark and prints its report to stdout;
+// progress goes to stderr. workerCmd builds a worker subprocess (nil: this
+// executable with -worker).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd func() *exec.Cmd) (*Report, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg      config
+		quick    = fs.Bool("quick", false, "smoke run: -n 1000 -rounds 3 -enqueue-n 300 -memory-n 300")
+		jsonPath = fs.String("json", "", "also write the full report as JSON to this file")
+		conc     = fs.String("conc", "10,50", "concurrencies of the single in-process asynq server")
+		twoConc  = fs.String("two-conc", "50", "concurrency of each of the two worker subprocesses (empty: skip)")
+		gs       = fs.String("goroutines", "1,8,32", "enqueue concurrencies")
+		dupG     = fs.String("dup-goroutines", "1,8", "goroutines for the duplicate-vs-insert cost")
+		phases   = fs.String("phases", "process,enqueue,duplicate,memory", "which parts to run")
+		verbose  = fs.Bool("v", true, "print a progress line per measurement to stderr")
+	)
+	fs.IntVar(&cfg.N, "n", 20000, "tasks per processing measurement")
+	fs.IntVar(&cfg.Rounds, "rounds", 7, "paired rounds per comparison")
+	fs.IntVar(&cfg.EnqueueN, "enqueue-n", 4000, "enqueues per enqueue measurement")
+	fs.IntVar(&cfg.MemoryN, "memory-n", 2000, "completed jobs retained for the memory sample")
+	fs.BoolVar(&cfg.Retained, "retained", true, "also process TaskID+Retention tasks without middleware (shows where the gap is)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", "", "use this Redis instead of starting one; it is never flushed, only the run's own keys are deleted")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process here (workers: <file>.worker0/1)")
+	fs.DurationVar(&cfg.SideTimeout, "side-timeout", 2*time.Minute, "fail a processing measurement that takes longer")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range map[string]*int{"n": &cfg.N, "enqueue-n": &cfg.EnqueueN, "memory-n": &cfg.MemoryN} {
+			if !set[name] {
+				*v = map[string]int{"n": 1000, "enqueue-n": 300, "memory-n": 300}[name]
+			}
+		}
+		if !set["rounds"] {
+			cfg.Rounds = 3
+		}
+	}
+	var err error
+	for _, l := range []struct {
+		s   string
+		dst *[]int
+	}{{*conc, &cfg.Conc}, {*twoConc, &cfg.TwoConc}, {*gs, &cfg.Goroutines}, {*dupG, &cfg.DupG}} {
+		if *l.dst, err = intList(l.s); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Phases = map[string]bool{}
+	for p := range strings.SplitSeq(*phases, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "process", "enqueue", "duplicate", "memory":
+			cfg.Phases[p] = true
+		case "":
+		default:
+			return nil, fmt.Errorf("unknown phase %q", p)
+		}
+	}
+	if cfg.N < 1 || cfg.Rounds < 1 || cfg.EnqueueN < 1 || cfg.MemoryN < 1 {
+		return nil, errors.New("-n, -rounds, -enqueue-n and -memory-n must be positive")
+	}
+	cfg.warn = stderr
+	if *verbose {
+		cfg.progress = stderr
+	}
+	cfg.workerCmd = workerCmd
+	if cfg.workerCmd == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.workerCmd = func() *exec.Cmd { return exec.Command(exe, "-worker") }
+	}
+
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	var env *redisEnv
+	if cfg.RedisURL != "" {
+		env, err = openRedis(ctx, cfg.RedisURL)
+	} else {
+		env, err = startRedis(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	b := newBench(cfg, env)
+	defer b.cleanupAll(context.WithoutCancel(ctx))
+
+	rep := &Report{
+		Command: "bench " + strings.Join(args, " "), Started: time.Now(),
+		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
+		Redis: env.Version, RedisOwn: env.Own,
+		Settings: Settings{N: cfg.N, Rounds: cfg.Rounds, EnqueueN: cfg.EnqueueN, MemoryN: cfg.MemoryN,
+			Concurrency: cfg.Conc, TwoProcsConc: cfg.TwoConc, Goroutines: cfg.Goroutines, DupGoroutines: cfg.DupG,
+			TaskCheckInterval: taskCheck.String()},
+	}
+	for _, p := range []struct {
+		name string
+		fn   func(context.Context) ([]group, error)
+	}{{"process", b.processing}, {"enqueue", b.enqueueing}, {"duplicate", b.duplicates}} {
+		if !cfg.Phases[p.name] {
+			continue
+		}
+		gs, err := p.fn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		rep.Groups = append(rep.Groups, gs...)
+	}
+	if cfg.Phases["memory"] {
+		m, err := b.memory(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+		rep.Memory = &m
+	}
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	rep.compareAll()
+	rep.print(stdout)
+	if *jsonPath != "" {
+		out, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(*jsonPath, append(out, '\n'), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad number %q in %q", f, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Sides of the processing comparison.
+const (
+	sideBare     = "asynq"    // plain tasks, no-op handler
+	sideRetained = "asynq+id" // tasks with TaskID + Retention as onceq enqueues them, no middleware
+	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside dedup.Middleware
+	taskCheck    = 10 * time.Millisecond
+)
+
+// workerHost is what runs asynq servers: this process, or a worker
+// subprocess. One client, shared by asynq and the RedisStore as cmd/worker
+// shares it, carries the round-trip hook.
+type workerHost struct {
+	rdb   *redis.Client
+	trips *tripCounter
+	store *dedup.RedisStore
+	warn  io.Writer
+}
+
+func newWorkerHost(env *redisEnv, warn io.Writer) (*workerHost, error) {
+	trips := &tripCounter{}
+	rdb := env.client(trips)
+	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &workerHost{rdb: rdb, trips: trips, store: store, warn: warn}, nil
+}
+
+func (h *workerHost) Close() { h.rdb.Close() }
+
+// serverRun is one asynq server processing one queue until stopped.
+type serverRun struct {
+	srv    *asynq.Server
+	mw     *dedup.Middleware
+	mux    *asynq.ServeMux
+	host   *workerHost
+	count  atomic.Int64
+	last   atomic.Int64 // unix ns when the latest handler returned
+	target int64
+	done   chan struct{} // closed when count reaches target (if > 0)
+}
+
+// prepare builds a server for side on queue; Start runs it.
+func (h *workerHost) prepare(side, queue, taskType string, concurrency int, target int64) (*serverRun, error) {
+	r := &serverRun{host: h, target: target, done: make(chan struct{})}
+	r.srv = asynq.NewServerFromRedisClient(h.rdb, asynq.Config{
+		Concurrency:       concurrency,
+		Queues:            map[string]int{queue: 1},
+		TaskCheckInterval: taskCheck,
+		IsFailure:         dedup.IsFailure,
+		RetryDelayFunc:    dedup.RetryDelay(nil),
+		Logger:            quietLogger{w: h.warn},
+		LogLevel:          asynq.WarnLevel,
+	})
+	r.mux = asynq.NewServeMux()
+	if side == sideOnceq {
+		mw, err := dedup.NewMiddleware(h.store, dedup.MiddlewareOptions{})
+		if err != nil {
+			return nil, err
+		}
+		r.mw = mw
+		r.mux.Use(mw.Wrap)
+	}
+	r.mux.HandleFunc(taskType, func(context.Context, *asynq.Task) error {
+		n := r.count.Add(1)
+		r.last.Store(time.Now().UnixNano())
+		if n == r.target {
+			close(r.done)
+		}
+		return nil
+	})
+	return r, nil
+}
+
+func (r *serverRun) start() error { return r.srv.Start(r.mux) }
+
+func (r *serverRun) stop() {
+	r.srv.Shutdown()
+	if r.mw != nil {
+		r.mw.Shutdown(context.Background())
+	}
+}
+
+// quietLogger keeps asynq's warnings and errors, drops the chatter.
+type quietLogger struct{ w io.Writer }
+
+func (l quietLogger) Debug(...any)   {}
+func (l quietLogger) Info(...any)    {}
+func (l quietLogger) Warn(a ...any)  { fmt.Fprintln(l.w, append([]any{"asynq warn:"}, a...)...) }
+func (l quietLogger) Error(a ...any) { fmt.Fprintln(l.w, append([]any{"asynq error:"}, a...)...) }
+func (l quietLogger) Fatal(a ...any) {
+	fmt.Fprintln(l.w, append([]any{"asynq fatal:"}, a...)...)
+	os.Exit(1)
+}
