@@ -16,7 +16,7 @@
 // ConfigMap can feed both binaries; [KnownVariables] lists it. Variables
 // Kubernetes derives from a Service whose name starts with "onceq"
 // (ONCEQ_API_SERVICE_HOST, ONCEQ_PORT_8080_TCP_ADDR, ...) and the test
-// harness's ONCEQ_TEST_* and ONCEQ_REQUIRE_REDIS are not configuration and
+// harness's ONCEQ_TEST_*, ONCEQ_REQUIRE_REDIS and ONCEQ_FAULT_TESTS are not configuration and
 // are ignored rather than rejected.
 //
 // Secrets (fields tagged secret:"true") never appear in errors, [Usage]

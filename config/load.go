@@ -60,7 +60,7 @@ var serviceLink = regexp.MustCompile(`^ONCEQ(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE
 // ignored are ONCEQ_ names that are not configuration.
 func ignored(name string) bool {
 	return strings.HasPrefix(name, "ONCEQ_TEST_") || // test harness (internal/redistest)
-		name == "ONCEQ_REQUIRE_REDIS" || // set by .ci/run
+		name == "ONCEQ_REQUIRE_REDIS" || name == "ONCEQ_FAULT_TESTS" || // set by .ci/run
 		serviceLink.MatchString(name)
 }
 

@@ -188,6 +188,7 @@ func TestUnknownVariables(t *testing.T) {
 		// The test harness.
 		{"ONCEQ_TEST_REDIS_URL", false},
 		{"ONCEQ_REQUIRE_REDIS", false},
+		{"ONCEQ_FAULT_TESTS", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			setEnv(t, map[string]string{tc.name: "tcp://10.0.0.1:6379"})

@@ -122,17 +122,24 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	defer m.untrack(h)
 
 	// Bookkeeping outlives the task's context: a handler that finished must
-	// be recorded even if asynq is cancelling it.
-	bg, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer stop()
+	// be recorded even if asynq is cancelling it, for as long as the claim
+	// can still be ours (one lease from when the handler returned).
+	after := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), m.opts.Lease)
+	}
 	defer func() {
 		if r := recover(); r != nil {
+			bg, stop := after()
 			_ = m.store.Release(bg, h, fmt.Sprintf("panic: %v", r))
+			stop()
 			panic(r) // asynq's recovery turns it into a retry
 		}
 	}()
 
-	if err := next.ProcessTask(hctx, t); err != nil {
+	err = next.ProcessTask(hctx, t)
+	bg, stop := after()
+	defer stop()
+	if err != nil {
 		if rerr := m.store.Release(bg, h, err.Error()); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			return errors.Join(err, rerr)
 		}
@@ -153,12 +160,13 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	return nil
 }
 
-// complete records the run, retrying briefly: failing here after the effect
-// would let another delivery run the handler again once the lease ends.
+// complete records the run. Failing here after the effect would let
+// another delivery run the handler again once the lease ends, so it keeps
+// trying while ctx (the lease) lasts: the hold stays tracked, the heartbeat
+// keeps extending it, and the token fences out anything that comes later.
 func (m *Middleware) complete(ctx context.Context, h Hold, result []byte) error {
-	var err error
-	for i := range 4 {
-		err = m.store.Complete(ctx, h, result)
+	for attempt := 0; ; attempt++ {
+		err := m.store.Complete(ctx, h, result)
 		if errors.Is(err, ErrResultTooLarge) {
 			note := fmt.Appendf(nil, `{"onceq_error":"result of %d bytes not stored"}`, len(result))
 			return m.store.Complete(ctx, h, note)
@@ -169,10 +177,9 @@ func (m *Middleware) complete(ctx context.Context, h Hold, result []byte) error 
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(time.Duration(100<<i) * time.Millisecond):
+		case <-time.After(min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)):
 		}
 	}
-	return err
 }
 
 func (m *Middleware) track(h Hold, cancel context.CancelCauseFunc) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
@@ -244,4 +245,36 @@ func TestMiddlewareShutdownReleasesCutOff(t *testing.T) {
 		t.Fatalf("after shutdown: %+v", r)
 	}
 	mustClaim(t, s, k, "", time.Minute, dedup.Acquired) // the next delivery need not wait
+}
+
+// Redis vanishes right after the handler's effect: the middleware keeps
+// trying to record completion while its lease lasts, so the job is not run
+// again when Redis comes back.
+func TestMiddlewareCompletesThroughRedisOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	t.Cleanup(func() { rdb.Close() })
+	s, _ := newStore(t, rdb, dedup.Options{})
+	m := newMiddleware(t, s, dedup.MiddlewareOptions{Lease: 30 * time.Second})
+	restarted := make(chan error, 1)
+	h := asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		dedup.SetResult(ctx, []byte("sent"))
+		srv.Stop()
+		go func() {
+			time.Sleep(4 * time.Second) // longer than go-redis's own retries
+			restarted <- srv.Restart()
+		}()
+		return nil
+	})
+	if err := m.Wrap(h).ProcessTask(context.Background(), asynq.NewTask("email:send", []byte(`{"id":"outage"}`))); err != nil {
+		t.Fatalf("handler succeeded but the middleware reports %v", err)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Status(context.Background(), dedup.Key{Namespace: "email:send", ID: "outage"})
+	if err != nil || r.State != dedup.StateDone || string(r.Result) != "sent" {
+		t.Fatalf("after the outage: %+v %v", r, err)
+	}
 }

@@ -1,0 +1,19 @@
+// Package faulttest runs onceq's real binaries through faults and counts
+// side effects where they land: a payment gateway that counts every POST per
+// Idempotency-Key and every charge the ledger creates, and an SMTP server
+// that counts every message per Message-ID. The pass line of every scenario
+// is the same: each accepted job's effect happens, and never twice.
+//
+// The scenarios (kill -9 mid-handler, SIGTERM drain, Redis restart with AOF,
+// a network cut between a worker and Redis, a duplicate storm) take minutes,
+// mostly waiting on asynq's own timers, so they run only with
+// ONCEQ_FAULT_TESTS=1, all at once (TestMain raises -test.parallel unless it
+// was given), each on its own redis-server:
+//
+//	ONCEQ_FAULT_TESTS=1 go test -count=1 -v ./faulttest/
+//
+// The worker and producer binaries are built once per run from the module
+// root. Worker logs go to files under each test's temporary directory and are
+// printed when the test fails, or always with FAULTTEST_SHOW_LOGS=1. The
+// non-test files hold the fault tools: Proxy, Gateway and SMTPServer.
+package faulttest

@@ -1,0 +1,71 @@
+package faulttest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/tasks"
+)
+
+// A worker killed with SIGKILL in the middle of two handlers, one after the
+// gateway charged (the response never reached it) and one before its email
+// was accepted: asynq's recoverer hands both tasks to the other worker once
+// their leases expired, and each effect still happens exactly once.
+func TestKillNineMidHandler(t *testing.T) {
+	requireFaultTests(t)
+	t.Parallel()
+	r := newRig(t)
+	pay := r.payment("kill-pay-1", 1999)
+	mail := r.email("kill-mail-1", "held@example.com")
+	payKey, msgID := pay.Key.String(), tasks.MessageID(mail.Key)
+	stall := r.gw.Stall(payKey, &Stall{AfterCharge: true, HonourCancel: true})
+	hold := r.smtp.Hold("held@example.com", &Hold{})
+
+	vars := r.workerVars(map[string]string{"ONCEQ_CONCURRENCY": "4"})
+	a := startWorker(t, "worker-a", vars)
+	r.enqueue(pay, mail)
+	waitClosed(t, 30*time.Second, "worker A's charge call", stall.Arrived())
+	waitClosed(t, 30*time.Second, "worker A's RCPT", hold.Arrived())
+	b := startWorker(t, "worker-b", vars)
+
+	killed := time.Now()
+	a.kill()
+	hold.Release() // A's SMTP connection died with it; let the server drop it
+	waitClosed(t, 10*time.Second, "the gateway noticing A is gone", stall.Finished())
+	if o := stall.Outcome(); o != "charged" {
+		t.Fatalf("worker A's charge call: %s, want charged (the effect before the crash)", o)
+	}
+
+	// The recoverer runs every minute and takes leases expired >= 30 s ago,
+	// then asynq's first retry waits 15-44 s: expect 1.5-3 minutes.
+	eventually(t, 4*time.Minute, "both jobs recovered and done", r.settled(pay.Key, mail.Key))
+	t.Logf("kill -9: both jobs done on worker B %s after the kill", time.Since(killed).Round(time.Second))
+
+	if n := r.gw.Charges(payKey); n != 1 {
+		t.Errorf("%s charged %d times, want 1", payKey, n)
+	}
+	if n := r.gw.Posts(payKey); n != 2 {
+		t.Errorf("%s: %d gateway calls, want 2 (A's, then B's replayed)", payKey, n)
+	}
+	if n := r.smtp.Count(msgID); n != 1 {
+		t.Errorf("Message-ID %s delivered %d times, want 1", msgID, n)
+	}
+	if n := r.gw.Total(); n != 1 {
+		t.Errorf("ledger made %d charges, want 1", n)
+	}
+	for _, j := range []tasks.Job{pay, mail} {
+		rec := r.status(j.Key)
+		if rec.Attempts != 2 || rec.Owner != b.owner() {
+			t.Errorf("%s: attempts %d by %q, want 2 by worker B %q", j.Key, rec.Attempts, rec.Owner, b.owner())
+		}
+		info, err := r.insp.GetTaskInfo(j.Queue, j.Key.String())
+		if err != nil || info.State != asynq.TaskStateCompleted {
+			t.Errorf("task %s: %+v %v, want completed", j.Key, info, err)
+		}
+	}
+	if q, err := r.load(); err != nil || q.active != 0 {
+		t.Errorf("queues after recovery: %v %v, want nothing active", q, err)
+	}
+}
