@@ -93,16 +93,7 @@ type EmailHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h EmailHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	res, err := h.process(ctx, t)
-	if err != nil {
-		return err
-	}
-	b, err := marshal(res)
-	if err != nil {
-		return err
-	}
-	dedup.SetResult(ctx, b)
-	return nil
+	return withResult(ctx, t, h.process)
 }
 
 func (h EmailHandler) process(ctx context.Context, t *asynq.Task) (EmailResult, error) {

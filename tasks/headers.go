@@ -65,6 +65,21 @@ func decodePayload(t *asynq.Task, v any) error {
 	return nil
 }
 
+// withResult runs a handler's process and hands its result, as JSON, to the
+// dedup middleware, which stores it and replays it to duplicates.
+func withResult[R any](ctx context.Context, t *asynq.Task, process func(context.Context, *asynq.Task) (R, error)) error {
+	res, err := process(ctx, t)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(res)
+	if err != nil {
+		return err
+	}
+	dedup.SetResult(ctx, b)
+	return nil
+}
+
 // permanent marks err as one asynq must not retry.
 func permanent(err error) error {
 	return fmt.Errorf("%w: %w", err, asynq.SkipRetry)

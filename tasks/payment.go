@@ -129,16 +129,7 @@ type PaymentHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h PaymentHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	c, err := h.process(ctx, t)
-	if err != nil {
-		return err
-	}
-	b, err := marshal(c)
-	if err != nil {
-		return err
-	}
-	dedup.SetResult(ctx, b)
-	return nil
+	return withResult(ctx, t, h.process)
 }
 
 func (h PaymentHandler) process(ctx context.Context, t *asynq.Task) (Charge, error) {

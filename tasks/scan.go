@@ -95,16 +95,7 @@ type ScanHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h ScanHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	res, err := h.process(ctx, t)
-	if err != nil {
-		return err
-	}
-	b, err := marshal(res)
-	if err != nil {
-		return err
-	}
-	dedup.SetResult(ctx, b)
-	return nil
+	return withResult(ctx, t, h.process)
 }
 
 func (h ScanHandler) process(ctx context.Context, t *asynq.Task) (ScanResult, error) {

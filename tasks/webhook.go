@@ -103,16 +103,7 @@ type WebhookHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h WebhookHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	res, err := h.process(ctx, t)
-	if err != nil {
-		return err
-	}
-	b, err := marshal(res)
-	if err != nil {
-		return err
-	}
-	dedup.SetResult(ctx, b)
-	return nil
+	return withResult(ctx, t, h.process)
 }
 
 func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResult, error) {
