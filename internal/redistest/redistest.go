@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -206,4 +207,40 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartCluster starts a Redis Cluster of three masters on free loopback
+// ports, stopped when the test ends, and returns their addresses.
+func StartCluster(t testing.TB) []string {
+	t.Helper()
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		unavailable(t, "no redis-cli on PATH to create a cluster")
+	}
+	var addrs []string
+	for range 3 {
+		s := Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		addrs = append(addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: create cluster: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		for {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Close()
+				t.Fatalf("redistest: cluster not ok on %s: %v %s", a, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+	return addrs
 }
