@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // httpc is the tests' client for admin endpoints; TestMain closes its idle
@@ -103,16 +104,6 @@ func childEnv(vars map[string]string) []string {
 	return env
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // worker is one cmd/worker process.
 type worker struct {
 	t     *testing.T
@@ -137,7 +128,7 @@ func startWorker(t *testing.T, name string, vars map[string]string) *worker {
 			"ONCEQ_LOG_LEVEL":  "info",
 			"ONCEQ_OUTBOX_DIR": filepath.Join(dir, "outbox"),
 			"ONCEQ_SCAN_ROOT":  dir,
-			"ONCEQ_ADMIN_ADDR": "127.0.0.1:" + strconv.Itoa(freePort(t)),
+			"ONCEQ_ADMIN_ADDR": "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
 		}
 		maps.Copy(env, vars)
 		w := &worker{t: t, name: name, admin: env["ONCEQ_ADMIN_ADDR"],

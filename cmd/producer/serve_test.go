@@ -9,33 +9,15 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
-
-// syncBuffer is a bytes.Buffer the logger may write to while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestServeHelp(t *testing.T) {
 	var out bytes.Buffer
@@ -79,7 +61,7 @@ func TestServe(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {

@@ -21,32 +21,15 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
-// syncBuffer collects the worker's log lines while it writes them.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type worker struct {
 	admin string
-	logs  *syncBuffer
+	logs  *testenv.Buffer
 	stop  func() error
 }
 
@@ -60,7 +43,7 @@ func startWorker(t *testing.T, env map[string]string) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	go func() {
 		done <- runWith(ctx, nil, io.Discard, logs, hooks{
 			retryDelay: func(int, error, *asynq.Task) time.Duration { return 50 * time.Millisecond },

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // The real worker binary, run with the dev overlay's environment (ConfigMap
@@ -44,7 +44,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 	env := envOf(t, m, onceqContainer(t, w)).vars
 
 	redis := redistest.Start(t)
-	adminAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	adminAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 	// What differs from the pod: loopback addresses and writable temp dirs.
 	env["ONCEQ_ADMIN_ADDR"] = adminAddr
 	env["ONCEQ_REDIS_URL"] = "redis://" + redis.Addr + "/0"
@@ -58,7 +58,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Dir = t.TempDir()
 	cmd.Env = processEnv(env)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -184,32 +184,4 @@ func request(t *testing.T, url, token string) *http.Response {
 		t.Fatal(err)
 	}
 	return resp
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer collects the worker's output from two pipes at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
