@@ -431,3 +431,26 @@ func get(t *testing.T, url string, want int) string {
 	}
 	return string(b)
 }
+
+// An evicting Redis could drop dedup records silently: with
+// ONCEQ_MAXMEMORY_CHECK=refuse the worker will not start on one, with the
+// default it starts and warns.
+func TestEvictingRedis(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
+	cfg := baseEnv(t, srv.Addr)
+	cfg["ONCEQ_MAXMEMORY_CHECK"] = "refuse"
+	for k, v := range cfg {
+		t.Setenv(k, v)
+	}
+	logs := &testenv.Buffer{}
+	err := runWith(context.Background(), nil, io.Discard, logs, hooks{})
+	if err == nil || !strings.Contains(err.Error(), "allkeys-lru") {
+		t.Fatalf("refuse mode on an evicting Redis: %v", err)
+	}
+
+	cfg["ONCEQ_MAXMEMORY_CHECK"] = "warn"
+	w := startWorker(t, cfg)
+	if !strings.Contains(w.logs.String(), "not noeviction") {
+		t.Fatalf("no eviction warning:\n%s", w.logs)
+	}
+}
