@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -17,6 +18,9 @@ type ProducerOptions struct {
 	// Observer sees every enqueue decision (enqueued, duplicate, throttled).
 	// Default: none.
 	Observer dedup.Observer
+	// UniqueWindow replaces the unique window of every job that has one
+	// (constructors set DefaultUniqueWindow). Default: the job's own.
+	UniqueWindow time.Duration
 	// Brief skips looking up a duplicate's state and result (two reads, in
 	// parallel), so a refused duplicate costs no more than an insert; its
 	// Outcome then carries only the task id. Default: false.
@@ -85,7 +89,11 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
 	if j.Unique > 0 {
-		opts = append(opts, asynq.TaskID(holder), asynq.Retention(j.Unique))
+		window := j.Unique
+		if p.opts.UniqueWindow > 0 {
+			window = p.opts.UniqueWindow
+		}
+		opts = append(opts, asynq.TaskID(holder), asynq.Retention(window))
 	}
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))

@@ -169,3 +169,17 @@ func TestFailedEnqueueFreesWindow(t *testing.T) {
 		t.Fatalf("rate window still held after a failed enqueue: %+v %v", r, err)
 	}
 }
+
+// ONCEQ_UNIQUE_WINDOW reaches asynq as the task's retention.
+func TestUniqueWindowOption(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	store, _ := dedup.NewRedisStore(rdb, dedup.Options{})
+	p := tasks.NewProducer(rdb, store, tasks.ProducerOptions{UniqueWindow: 90 * time.Minute})
+	j := mustJob(t)(tasks.NewEmail(tasks.Email{ID: "w-1", To: "a@example.com", Subject: "s", Body: "b"}))
+	o := enqueue(t, p, j, tasks.Enqueued)
+	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(o.Queue, o.TaskID)
+	if err != nil || info.Retention != 90*time.Minute {
+		t.Fatalf("retention %v (%v), want 90m", info.Retention, err)
+	}
+}

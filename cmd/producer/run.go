@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	p := tasks.NewProducer(rdb, store, tasks.ProducerOptions{})
+	p := tasks.NewProducer(rdb, store, tasks.ProducerOptions{UniqueWindow: cfg.UniqueWindow})
 
 	switch cmd {
 	case "email", "scan", "payment":

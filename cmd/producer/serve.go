@@ -82,7 +82,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
+	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), UniqueWindow: cfg.UniqueWindow})
 	handler, err := api.New(api.Options{
 		Producer:         producer,
 		Store:            replays,

@@ -78,7 +78,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), Brief: true})
+	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), Brief: true, UniqueWindow: cfg.UniqueWindow})
 	deps, closeDeps, err := buildDeps(cfg, log, producer)
 	if err != nil {
 		mw.Shutdown(ctx)
