@@ -91,6 +91,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		WebhookSecrets:   cfg.WebhookSecrets,
 		WebhookTolerance: cfg.WebhookTolerance,
 		MaxBodyBytes:     cfg.MaxBodyBytes,
+		Lease:            cfg.Lease,
 		Log:              log,
 		Observer:         metrics.Observer(log, "api"),
 	})
