@@ -3,17 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/internal/redisproc"
 )
 
 // redisEnv is the one Redis a run measures against: a redis-server this
@@ -25,66 +23,39 @@ type redisEnv struct {
 	Version string
 	admin   *redis.Client // setup, INFO and cleanup: not counted
 	opt     *redis.Options
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	dir     string
+	srv     *redisproc.Server // nil for a given server
 }
 
 // startRedis launches redis-server on a free loopback port, without
 // persistence, as a child that dies with this process.
 func startRedis(ctx context.Context) (*redisEnv, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, errors.New("no redis-server on PATH (install it, or pass -redis-url)")
-	}
 	dir, err := os.MkdirTemp("", "onceq-bench-")
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for range 5 { // the probed port may be taken before redis binds it
-		port, err := freePort()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir)
-		cmd.SysProcAttr = dieWithParent()
-		logf, err := os.Create(filepath.Join(dir, "redis.log"))
-		if err != nil {
-			return nil, err
-		}
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("start redis-server: %w", err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); logf.Close(); close(exited) }()
-		e := &redisEnv{Own: true, cmd: cmd, exited: exited, dir: dir,
-			URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
-		if lastErr = e.connect(ctx, exited); lastErr == nil {
-			return e, nil
-		}
-		cmd.Process.Kill()
-		<-exited
+	srv, err := redisproc.Start(dir, "--appendonly", "no")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w (install redis-server, or pass -redis-url)", err)
 	}
-	os.RemoveAll(dir)
-	return nil, lastErr
-}
-
-// openRedis uses a given server.
-func openRedis(ctx context.Context, url string) (*redisEnv, error) {
-	e := &redisEnv{URL: url}
-	if err := e.connect(ctx, nil); err != nil {
+	e := &redisEnv{Own: true, srv: srv, URL: "redis://" + srv.Addr + "/0"}
+	if err := e.connect(ctx); err != nil {
+		e.Close()
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *redisEnv) connect(ctx context.Context, exited chan struct{}) error {
+// openRedis uses a given server.
+func openRedis(ctx context.Context, url string) (*redisEnv, error) {
+	e := &redisEnv{URL: url}
+	if err := e.connect(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *redisEnv) connect(ctx context.Context) error {
 	opt, err := redis.ParseURL(e.URL)
 	if err != nil {
 		return fmt.Errorf("redis url: %w", err)
@@ -98,8 +69,6 @@ func (e *redisEnv) connect(ctx context.Context, exited chan struct{}) error {
 			break
 		}
 		select {
-		case <-exited:
-			return fmt.Errorf("redis-server exited: %w", err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -132,10 +101,9 @@ func (e *redisEnv) Close() {
 	if e.admin != nil {
 		e.admin.Close()
 	}
-	if e.cmd != nil {
-		e.cmd.Process.Kill()
-		<-e.exited
-		os.RemoveAll(e.dir)
+	if e.srv != nil {
+		e.srv.Stop()
+		os.RemoveAll(e.srv.Dir)
 	}
 }
 
@@ -244,13 +212,4 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

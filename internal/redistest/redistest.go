@@ -7,10 +7,8 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,21 +17,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/internal/redisproc"
 )
 
 // Databases is how many logical databases a started server has; each test
 // that asks for a client gets its own, so parallel tests never share keys.
 const Databases = 1024
 
-// Server is a redis-server process this package started.
-type Server struct {
-	Addr string
-	dir  string
-	args []string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
-}
+// Server is a redis-server process this package started; Addr, Stop and
+// Restart come from redisproc.
+type Server struct{ *redisproc.Server }
 
 var (
 	shared    *Server
@@ -48,7 +42,7 @@ func Main(m *testing.M) int {
 	code := m.Run()
 	if shared != nil {
 		shared.Stop()
-		os.RemoveAll(shared.dir)
+		os.RemoveAll(shared.Dir)
 	}
 	return code
 }
@@ -83,8 +77,10 @@ func Client(t testing.TB) *redis.Client {
 			sharedErr = err
 			return
 		}
-		shared = &Server{dir: dir}
-		sharedErr = shared.start("--databases", strconv.Itoa(Databases))
+		var p *redisproc.Server
+		if p, sharedErr = redisproc.Start(dir, "--databases", strconv.Itoa(Databases)); sharedErr == nil {
+			shared = &Server{p}
+		}
 	})
 	if sharedErr != nil {
 		unavailable(t, sharedErr.Error())
@@ -117,96 +113,18 @@ func Start(t testing.TB, args ...string) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		unavailable(t, "no redis-server on PATH")
 	}
-	s := &Server{dir: t.TempDir()}
-	if err := s.start(args...); err != nil {
+	p, err := redisproc.Start(t.TempDir(), args...)
+	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	t.Cleanup(s.Stop)
-	return s
-}
-
-func (s *Server) start(args ...string) error {
-	var err error
-	for range 5 { // the free port may be taken between probe and bind
-		var port int
-		if port, err = freePort(); err != nil {
-			continue
-		}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--save", "", "--dir", s.dir, "--maxmemory-policy", "noeviction"}, args...)
-		if err = s.launch(); err == nil {
-			return nil
-		}
-	}
-	return err
-}
-
-// Restart starts the stopped server again on the same port and directory,
-// so AOF data (when enabled) comes back.
-func (s *Server) Restart() error { return s.launch() }
-
-func (s *Server) launch() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cmd := exec.Command("redis-server", s.args...)
-	cmd.Dir = s.dir
-	logf, err := os.Create(filepath.Join(s.dir, "redis.log"))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c.Ping(context.Background()).Err() == nil {
-			s.cmd, s.done = cmd, done
-			return nil
-		}
-		select {
-		case <-done:
-			deadline = time.Time{} // exited: no point waiting
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	cmd.Process.Kill()
-	<-done
-	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	return fmt.Errorf("redis-server on %s did not answer: %s", s.Addr, log)
-}
-
-// Stop kills the server (SIGKILL: an abrupt failure, as tests want) and waits.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
+	t.Cleanup(p.Stop)
+	return &Server{p}
 }
 
 // Client returns a client on db 0 of this server, closed when the test ends.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
 	return client(t, &redis.Options{Addr: s.Addr})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // StartCluster starts a Redis Cluster of three masters on free loopback

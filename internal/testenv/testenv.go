@@ -5,20 +5,20 @@ package testenv
 
 import (
 	"bytes"
-	"net"
 	"sync"
 	"testing"
+
+	"github.com/onceq/onceq/internal/redisproc"
 )
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := redisproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Buffer is a bytes.Buffer safe for concurrent writers and readers.

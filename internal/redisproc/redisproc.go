@@ -1,0 +1,117 @@
+// Package redisproc runs redis-server processes on free loopback ports: for
+// the test helper (internal/redistest) and for cmd/bench. It never touches a
+// server it did not start.
+package redisproc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server process started by Start.
+type Server struct {
+	Addr string
+	Dir  string // working directory: redis.log, AOF files
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// Start launches redis-server in dir on a free loopback port, without
+// snapshots and with noeviction; args are extra redis-server arguments
+// (later ones win, e.g. "--appendonly", "yes"). It returns once the server
+// answers PING.
+func Start(dir string, args ...string) (*Server, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, fmt.Errorf("no redis-server on PATH")
+	}
+	s := &Server{Dir: dir}
+	var err error
+	for range 5 { // the probed port may be taken before redis binds it
+		var port int
+		if port, err = FreePort(); err != nil {
+			continue
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--dir", dir, "--maxmemory-policy", "noeviction"}, args...)
+		if err = s.launch(); err == nil {
+			return s, nil
+		}
+	}
+	return nil, err
+}
+
+// Restart starts the stopped server again on the same port and directory,
+// so AOF data (when enabled) comes back.
+func (s *Server) Restart() error { return s.launch() }
+
+func (s *Server) launch() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := exec.Command("redis-server", s.args...)
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = dieWithParent()
+	logf, err := os.Create(filepath.Join(s.Dir, "redis.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.Ping(context.Background()).Err() == nil {
+			s.cmd, s.done = cmd, done
+			return nil
+		}
+		select {
+		case <-done:
+			deadline = time.Time{} // exited: no point waiting
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cmd.Process.Kill()
+	<-done
+	log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	return fmt.Errorf("redis-server on %s did not answer: %s", s.Addr, log)
+}
+
+// Stop kills the server (SIGKILL: an abrupt failure, as fault tests want)
+// and waits for it to exit.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
