@@ -64,7 +64,7 @@ func newEnvOn(t *testing.T, rdb redis.UniversalClient, mods ...func(*api.Options
 		Store:          e.replays,
 		Redis:          rdb,
 		Tokens:         []string{"old-token", token},
-		WebhookSecrets: map[string]string{source: secret},
+		WebhookSecrets: map[string][]string{source: {secret}},
 		MaxBodyBytes:   4 << 10,
 		Observer: func(_ context.Context, d dedup.Decision) {
 			e.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -20,12 +21,13 @@ const ReplayNamespace = "http"
 // ReplayedHeader marks a response replayed from an earlier request.
 const ReplayedHeader = "Idempotent-Replayed"
 
-// ReplayKey is the dedup key under which the response to a request on route
-// ("payments", "emails", "scans", "webhooks/<source>") with Idempotency-Key
-// key is stored.
-func ReplayKey(route, key string) dedup.Key {
+// ReplayKey is the dedup key under which the response to principal's
+// request on route ("payments", "emails", "scans", "webhooks/<source>") with
+// Idempotency-Key key is stored. Keys are the client's: another principal
+// using the same key neither sees nor collides with this one.
+func ReplayKey(principal, route, key string) dedup.Key {
 	// scopedID always yields a valid id.
-	return dedup.Key{Namespace: ReplayNamespace, ID: scopedID(route, key)}
+	return dedup.Key{Namespace: ReplayNamespace, ID: scopedID(principal+"/"+route, key)}
 }
 
 // scopedID is "prefix:key" when that is a valid dedup id, else the key is
@@ -48,20 +50,19 @@ func scopedID(prefix, key string) string {
 }
 
 // fingerprint identifies a request for the mismatch check: method, route
-// and the canonical JSON of the body without its volatile fields (so a
-// re-serialised body with another key order is the same request). A body
-// that has no canonical form (duplicate keys) is hashed as raw bytes.
-func fingerprint(method, route string, body []byte, volatile ...string) string {
+// and the JSON of the decoded, validated request value. Bodies that decode
+// to the same value are the same request whatever their key order or
+// spacing; the strict decoder already refused bodies whose meaning is
+// ambiguous (duplicate or case-variant names).
+func fingerprint(method, route string, v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s %s\n", method, route)
-	if c, err := dedup.Canonical(body, volatile...); err == nil {
-		h.Write([]byte("json\n"))
-		h.Write(c)
-	} else {
-		h.Write([]byte("raw\n"))
-		h.Write(body)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // once runs do at most once per (route, key) while the store keeps the
@@ -73,12 +74,13 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	if key == "" {
 		return do(ctx)
 	}
-	k := ReplayKey(route, key)
-	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease)
+	k := ReplayKey(principal(ctx), route, key)
+	claimed := time.Now()
+	c, err := s.claim(ctx, k, fp)
 	if err != nil {
 		s.decide(ctx, k, dedup.OutcomeError, err.Error())
 		s.opts.Log.Warn("api: idempotency claim failed", zap.String("key", k.String()), zap.Error(err))
-		return unavailable()
+		return unavailable("nothing was enqueued; retry with the same Idempotency-Key")
 	}
 	switch c.Outcome {
 	case dedup.Duplicate:
@@ -111,6 +113,7 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	defer cancel()
 	if resp.Status >= 200 && resp.Status < 300 {
+		defer s.claims.drop(c.Hold)
 		b, err := json.Marshal(resp)
 		if err == nil {
 			err = s.opts.Store.Complete(bg, c.Hold, b)
@@ -118,13 +121,12 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 		if err != nil {
 			// The client still gets its answer; a retry after the lease
 			// runs again and meets the producer's own deduplication.
+			s.claims.doubt(k)
 			s.opts.Log.Warn("api: storing the response for replay failed", zap.String("key", k.String()), zap.Error(err))
 		}
 		return resp
 	}
-	if err := s.opts.Store.Release(bg, c.Hold, fmt.Sprintf("status %d", resp.Status)); err != nil {
-		s.opts.Log.Warn("api: releasing the idempotency claim failed", zap.String("key", k.String()), zap.Error(err))
-	}
+	s.unclaim(bg, c.Hold, claimed, fmt.Sprintf("status %d", resp.Status))
 	return resp
 }
 
