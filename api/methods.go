@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // handle registers h for pattern's method and, for that path with any
@@ -28,14 +29,20 @@ func handle(mux *http.ServeMux, method, path string, h http.Handler) {
 // before any handler runs.
 func Problems(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&problemWriter{ResponseWriter: w}, r)
+		pw := &problemWriter{ResponseWriter: w}
+		h.ServeHTTP(pw, r)
+		pw.finish()
 	})
 }
 
+// maxDetail bounds the text of a rewritten error kept as its detail.
+const maxDetail = 200
+
 type problemWriter struct {
 	http.ResponseWriter
-	swallow bool // the handler's own error body is replaced
-	wrote   bool
+	status int             // an error being rewritten; 0 otherwise
+	text   strings.Builder // its plain text, the problem's detail
+	wrote  bool
 }
 
 func (p *problemWriter) WriteHeader(status int) {
@@ -43,32 +50,40 @@ func (p *problemWriter) WriteHeader(status int) {
 		return
 	}
 	p.wrote = true
-	h := p.Header()
-	if status < 400 || strings.HasPrefix(h.Get("Content-Type"), "application/problem+json") {
+	if status < 400 || strings.HasPrefix(p.Header().Get("Content-Type"), "application/problem+json") {
 		p.ResponseWriter.WriteHeader(status)
 		return
 	}
-	p.swallow = true
-	h.Del("Content-Length")
-	h.Del("X-Content-Type-Options")
-	resp := problem(status, kindOf(status), "")
-	for k, v := range resp.Header {
-		h.Set(k, v)
-	}
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", itoa(len(resp.Body)))
-	p.ResponseWriter.WriteHeader(status)
-	p.ResponseWriter.Write([]byte(resp.Body))
+	p.status = status
 }
 
 func (p *problemWriter) Write(b []byte) (int, error) {
 	if !p.wrote {
 		p.WriteHeader(http.StatusOK)
 	}
-	if p.swallow {
+	if p.status != 0 {
+		if p.text.Len() < maxDetail {
+			p.text.Write(b[:min(len(b), maxDetail-p.text.Len())])
+		}
 		return len(b), nil
 	}
 	return p.ResponseWriter.Write(b)
+}
+
+// finish writes the problem for a rewritten error once the handler is done.
+func (p *problemWriter) finish() {
+	if p.status == 0 {
+		return
+	}
+	detail := strings.TrimSpace(p.text.String())
+	if !utf8.ValidString(detail) || strings.ContainsFunc(detail, func(r rune) bool { return r < ' ' }) {
+		detail = ""
+	}
+	resp := problem(p.status, kindOf(p.status), detail)
+	h := p.Header()
+	h.Del("Content-Length")
+	h.Set("X-Content-Type-Options", "nosniff")
+	resp.write(p.ResponseWriter)
 }
 
 // Unwrap lets http.ResponseController reach the connection (flush, deadlines).
@@ -76,7 +91,7 @@ func (p *problemWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
 // Flush keeps streaming handlers (none today) working through the wrapper.
 func (p *problemWriter) Flush() {
-	if f, ok := p.ResponseWriter.(http.Flusher); ok && !p.swallow {
+	if f, ok := p.ResponseWriter.(http.Flusher); ok && p.status == 0 {
 		f.Flush()
 	}
 }
