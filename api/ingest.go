@@ -164,9 +164,13 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key s
 		problem(http.StatusInternalServerError, probInternal, "fingerprinting the request failed").write(w)
 		return
 	}
-	s.once(ctx, name, key, fp, func(ctx context.Context) response {
+	out := s.once(ctx, name, key, fp, func(ctx context.Context) response {
 		return s.enqueue(ctx, j)
-	}).write(w)
+	})
+	if out.settle != nil {
+		out.settle()
+	}
+	out.write(w)
 }
 
 // Accepted is the body of a 202 (decision "enqueued") or of a 200
@@ -194,11 +198,18 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 	var resp response
 	switch out.Decision {
 	case tasks.Enqueued:
-		if err := s.setOwner(ctx, j.Key, principal(ctx)); err != nil {
-			s.opts.Log.Warn("api: recording the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
-			return unavailable(outcomeUnknown)
-		}
+		// The owner write overlaps the replay record's: one round trip
+		// less. It ends before the client hears of the job. Should it fail,
+		// the job is enqueued and replays stay right; only GET /v1/jobs
+		// then shows the job to no one.
+		owned := make(chan error, 1)
+		go func() { owned <- s.setOwner(ctx, j.Key, principal(ctx)) }()
 		resp = jsonResponse(http.StatusAccepted, a)
+		resp.settle = func() {
+			if err := <-owned; err != nil {
+				s.opts.Log.Warn("api: recording the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
+			}
+		}
 	case tasks.Duplicate:
 		mine, err := s.owns(ctx, j.Key, principal(ctx))
 		if err != nil {

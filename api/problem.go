@@ -53,6 +53,9 @@ type response struct {
 	// Body is a string, not raw JSON: encoding/json would compact raw JSON,
 	// and a replay must be byte-identical.
 	Body string `json:"body"`
+	// settle, if set, waits for work that must end before the response is
+	// written but may overlap storing it for replay. Never stored.
+	settle func() `json:"-"`
 }
 
 func (resp response) write(w http.ResponseWriter) {
