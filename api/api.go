@@ -48,6 +48,10 @@ type Options struct {
 	// after a lost Redis reply) is answered 409. It covers the request's
 	// own Redis work only, never a job's run. Default: 2*Timeout + 1s.
 	Lease time.Duration
+	// ReplayCacheTTL is how long a process answers a replay from memory
+	// once it has stored or replayed the response; keep it below the
+	// replay store's DoneTTL. Negative disables the cache. Default: 30s.
+	ReplayCacheTTL time.Duration
 	// OwnerTTL is how long the API remembers which principal enqueued a
 	// job; past it the job is no one's and GET /v1/jobs answers 404.
 	// Default: 7 days.
@@ -76,6 +80,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Lease == 0 {
 		o.Lease = 2*o.Timeout + time.Second
+	}
+	if o.ReplayCacheTTL == 0 {
+		o.ReplayCacheTTL = 30 * time.Second
 	}
 	if o.OwnerTTL == 0 {
 		o.OwnerTTL = 7 * 24 * time.Hour
@@ -117,10 +124,11 @@ func (o Options) withDefaults() (Options, error) {
 
 // server holds what the handlers share.
 type server struct {
-	opts   Options
-	creds  []credential
-	claims *claims
-	insp   *asynq.Inspector
+	opts    Options
+	creds   []credential
+	claims  *claims
+	replays *replayCache
+	insp    *asynq.Inspector
 }
 
 // New returns the API's handler for the whole server: routes under /v1/,
@@ -135,7 +143,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, creds: credentials(cs), claims: newClaims(), insp: asynq.NewInspectorFromRedisClient(o.Redis)}
+	s := &server{opts: o, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL), insp: asynq.NewInspectorFromRedisClient(o.Redis)}
 	mux := http.NewServeMux()
 	handle(mux, http.MethodPost, "/v1/payments", s.bearer(s.ingest(payments)))
 	handle(mux, http.MethodPost, "/v1/emails", s.bearer(s.ingest(emails)))

@@ -76,6 +76,10 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	}
 	k := ReplayKey(principal(ctx), route, key)
 	claimed := time.Now()
+	if resp, ok := s.replays.get(k, fp, claimed); ok {
+		s.decide(ctx, k, dedup.OutcomeDuplicate, "response replayed")
+		return resp
+	}
 	c, err := s.claim(ctx, k, fp)
 	if err != nil {
 		s.decide(ctx, k, dedup.OutcomeError, err.Error())
@@ -89,12 +93,9 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 			s.opts.Log.Error("api: stored response unreadable", zap.String("key", k.String()), zap.Error(err))
 			return problem(http.StatusInternalServerError, probInternal, "the stored response cannot be replayed")
 		}
-		if stored.Header == nil {
-			stored.Header = map[string]string{}
-		}
-		stored.Header[ReplayedHeader] = "true"
+		s.replays.put(k, fp, stored, claimed)
 		s.decide(ctx, k, dedup.OutcomeDuplicate, "response replayed")
-		return stored
+		return replayed(stored)
 	case dedup.InProgress:
 		s.decide(ctx, k, dedup.OutcomeInProgress, "a request with this key is in flight")
 		return problemOf(Problem{Type: ProblemType + probInFlight.slug, Title: probInFlight.title,
@@ -117,6 +118,9 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 		b, err := json.Marshal(resp)
 		if err == nil {
 			err = s.opts.Store.Complete(bg, c.Hold, b)
+		}
+		if err == nil {
+			s.replays.put(k, fp, resp, claimed)
 		}
 		if err != nil {
 			// The client still gets its answer; a retry after the lease

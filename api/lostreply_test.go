@@ -135,3 +135,22 @@ func TestRedisFailureMidEnqueueIsAmbiguous503(t *testing.T) {
 	f.on.Store(false)
 	accepted(t, e.post(paymentPath, body, "mid-1"), http.StatusAccepted)
 }
+
+// A replay is the same bytes whether this process remembers the response
+// or another replica reads it from Redis; a cached response never answers
+// another body.
+func TestReplayFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other := newEnvOn(t, e.rdb)
+	body := paymentBody("pmt-rep", "acct-rep", 100)
+	first := e.post(paymentPath, body, "rep-1")
+	accepted(t, first, http.StatusAccepted)
+	for _, x := range []*env{e, other} {
+		r := x.post(paymentPath, body, "rep-1")
+		if r.Header.Get(api.ReplayedHeader) != "true" || string(r.Body) != string(first.Body) {
+			t.Fatalf("replay %d %s, want %s", r.Status, r.Body, first.Body)
+		}
+	}
+	problem(t, e.post(paymentPath, paymentBody("pmt-rep", "acct-rep", 101), "rep-1"), http.StatusUnprocessableEntity)
+}

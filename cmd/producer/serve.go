@@ -90,8 +90,10 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		WebhookSecrets:   cfg.WebhookSecrets,
 		WebhookTolerance: cfg.WebhookTolerance,
 		MaxBodyBytes:     cfg.MaxBodyBytes,
-		Log:              log,
-		Observer:         metrics.Observer(log, "api"),
+		// A replay served from memory must not outlive its record.
+		ReplayCacheTTL: min(30*time.Second, cfg.ReplayTTL/2),
+		Log:            log,
+		Observer:       metrics.Observer(log, "api"),
 	}
 	for _, c := range cfg.Clients() {
 		if c.Name == "" {
