@@ -119,7 +119,6 @@ func (s *server) claim(ctx context.Context, k dedup.Key, fp string) (dedup.Claim
 // past that, Release (fenced) and the failed record is cleared by the next
 // claim.
 func (s *server) unclaim(ctx context.Context, h dedup.Hold, claimed time.Time, cause string) {
-	defer s.claims.drop(h)
 	var err error
 	if time.Since(claimed) < s.opts.Lease/2 {
 		err = s.opts.Store.Forget(ctx, h.Key)

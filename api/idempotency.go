@@ -65,11 +65,12 @@ func fingerprint(method, route string, v any) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// once runs do at most once per (route, key) while the store keeps the
-// record: a completed request's response is replayed, a request in flight
-// is a 409, another body under the same key a 422. Only 2xx responses are
-// stored; after a 429 or 5xx the claim is released so a retry runs again.
-// Without a key, do simply runs.
+// once runs do at most once per (principal, route, key) while the store
+// keeps the record: a completed request's response is replayed, a request
+// in flight is a 409, another request under the same key a 422. Only 2xx
+// responses are stored; after a 429 or 5xx the record is removed, so a
+// retry with the same or a corrected body runs at once. Without a key, do
+// simply runs.
 func (s *server) once(ctx context.Context, route, key, fp string, do func(context.Context) response) response {
 	if key == "" {
 		return do(ctx)
@@ -108,13 +109,13 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 			Detail: "this Idempotency-Key was used with another request body; use a new key for a new request"})
 	}
 	s.decide(ctx, k, dedup.OutcomeClaimed, "")
+	defer s.claims.drop(c.Hold) // even if do panics
 
 	resp := do(ctx)
 	// Record the outcome even when the request's own time ran out: the work is done.
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	defer cancel()
 	if resp.Status >= 200 && resp.Status < 300 {
-		defer s.claims.drop(c.Hold)
 		b, err := json.Marshal(resp)
 		if err == nil {
 			err = s.opts.Store.Complete(bg, c.Hold, b)
