@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -26,7 +25,11 @@ type Options struct {
 	// job status reads. Its DoneTTL is how long a response is replayed, so
 	// give the API a store of its own. Required.
 	Store dedup.Store
-	// Redis is where GET /v1/jobs finds the asynq task. Required.
+	// Catalog builds every job: routes, key rules, windows. Default: the
+	// built-in task types under the default windows.
+	Catalog *tasks.Catalog
+	// Redis is the Producer's Redis. GET /v1/jobs reads through the
+	// Producer, so it is optional.
 	Redis redis.UniversalClient
 	// Tokens are the accepted bearer tokens. None leaves the non-webhook
 	// routes open (config allows that on loopback only). Default: none.
@@ -34,6 +37,9 @@ type Options struct {
 	// WebhookSecrets maps a webhook source to its HMAC-SHA256 secret; a
 	// source without one is a 404. Default: none.
 	WebhookSecrets map[string]string
+	// WebhookIDFields names, per source, the top-level field of the signed
+	// body that holds the sender's event id. Default: "id".
+	WebhookIDFields map[string]string
 	// WebhookTolerance is how far a signature's timestamp may be from Now.
 	// Default: 5m.
 	WebhookTolerance time.Duration
@@ -76,13 +82,18 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Catalog == nil {
+		c, err := tasks.NewCatalog(tasks.Windows{})
+		if err != nil {
+			return o, err
+		}
+		o.Catalog = c
+	}
 	switch {
 	case o.Producer == nil:
 		return o, errors.New("api: Options.Producer is required")
 	case o.Store == nil:
 		return o, errors.New("api: Options.Store is required")
-	case o.Redis == nil:
-		return o, errors.New("api: Options.Redis is required")
 	case o.WebhookTolerance < 0 || o.MaxBodyBytes < 0 || o.Lease < time.Millisecond || o.Timeout < 0:
 		return o, errors.New("api: WebhookTolerance, MaxBodyBytes, Lease and Timeout must be positive")
 	}
@@ -97,8 +108,13 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		// Fail at start-up, not on every delivery, for a source name the
 		// webhook task refuses.
-		if _, err := tasks.NewWebhook(tasks.Webhook{Source: src, EventID: "probe", Type: "probe"}, ""); err != nil {
+		if _, err := tasks.NewWebhook(tasks.Webhook{Source: src, EventID: "probe", Type: "probe"}); err != nil {
 			return o, fmt.Errorf("api: webhook source %q: %w", src, err)
+		}
+	}
+	for src, f := range o.WebhookIDFields {
+		if _, ok := o.WebhookSecrets[src]; !ok || f == "" || reservedEventField[f] {
+			return o, fmt.Errorf("api: webhook id field %q of source %q: the source needs a secret, the field a name other than type, data or attempt", f, src)
 		}
 	}
 	return o, nil
@@ -108,7 +124,6 @@ func (o Options) withDefaults() (Options, error) {
 type server struct {
 	opts   Options
 	tokens [][sha256.Size]byte
-	insp   *asynq.Inspector
 }
 
 // New returns the API's handler. Mount it at the root or under "/v1/".
@@ -117,14 +132,16 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, insp: asynq.NewInspectorFromRedisClient(o.Redis)}
+	s := &server{opts: o}
 	for _, t := range o.Tokens {
 		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/payments", s.bearer(s.ingest(payments)))
-	mux.Handle("POST /v1/emails", s.bearer(s.ingest(emails)))
-	mux.Handle("POST /v1/scans", s.bearer(s.ingest(scans)))
+	for _, k := range o.Catalog.Kinds() {
+		if k.Route != "" {
+			mux.Handle("POST /v1/"+k.Route, s.bearer(s.ingest(k)))
+		}
+	}
 	mux.Handle("POST /v1/webhooks/{source}", http.HandlerFunc(s.webhook))
 	// {key...}: a key's "/" may arrive escaped (%2F) or not.
 	mux.Handle("GET /v1/jobs/{key...}", s.bearer(http.HandlerFunc(s.job)))

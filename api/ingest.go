@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,99 +13,22 @@ import (
 	"github.com/onceq/onceq/tasks"
 )
 
-// Request bodies. They are the API's contract, kept apart from the task
-// payloads so that a field added to a task is not accepted over HTTP by
-// accident.
-type (
-	// PaymentRequest is the body of POST /v1/payments; Amount is in minor units.
-	PaymentRequest struct {
-		PaymentID   string `json:"payment_id"`
-		Account     string `json:"account"`
-		Amount      int64  `json:"amount"`
-		Currency    string `json:"currency"`
-		Description string `json:"description,omitempty"`
-	}
-	// EmailRequest is the body of POST /v1/emails.
-	EmailRequest struct {
-		To      string `json:"to"`
-		Subject string `json:"subject"`
-		Body    string `json:"body"`
-		ID      string `json:"id,omitempty"`
-	}
-	// ScanRequest is the body of POST /v1/scans.
-	ScanRequest struct {
-		Path   string `json:"path"`
-		Mode   string `json:"mode,omitempty"`
-		FileID string `json:"file_id,omitempty"`
-	}
-	// WebhookEvent is the body of POST /v1/webhooks/{source}. Attempt is the
-	// sender's delivery count: it may change between redeliveries.
-	WebhookEvent struct {
-		ID      string          `json:"id"`
-		Type    string          `json:"type"`
-		Data    json.RawMessage `json:"data,omitempty"`
-		Attempt int             `json:"attempt,omitempty"`
-	}
-)
-
-// route is one ingest endpoint: how its body becomes a Job.
-type route struct {
-	name string // the replay scope: "payments", "emails", "scans"
-	typ  string // the task type, for decisions about bodies that are refused
-	job  func(body []byte, key string) (tasks.Job, *response)
-}
-
-var payments = route{name: "payments", typ: tasks.TypePayment, job: func(body []byte, _ string) (tasks.Job, *response) {
-	var p PaymentRequest
-	if resp := decode(body, &p); resp != nil {
-		return tasks.Job{}, resp
-	}
-	// The job is keyed by payment_id whatever the header says: the header
-	// scopes replays of this request, the payment id the charge itself.
-	return built(tasks.NewPayment(tasks.Payment{PaymentID: p.PaymentID, Account: p.Account,
-		Amount: p.Amount, Currency: p.Currency, Description: p.Description}))
-}}
-
-var emails = route{name: "emails", typ: tasks.TypeEmail, job: func(body []byte, key string) (tasks.Job, *response) {
-	var e EmailRequest
-	if resp := decode(body, &e); resp != nil {
-		return tasks.Job{}, resp
-	}
-	if e.ID == "" && key != "" {
-		e.ID = jobID(tasks.TypeEmail, key)
-	}
-	return built(tasks.NewEmail(tasks.Email{ID: e.ID, To: e.To, Subject: e.Subject, Body: e.Body}))
-}}
-
-var scans = route{name: "scans", typ: tasks.TypeScan, job: func(body []byte, _ string) (tasks.Job, *response) {
-	var sr ScanRequest
-	if resp := decode(body, &sr); resp != nil {
-		return tasks.Job{}, resp
-	}
-	// Scans are keyed by content: the header only scopes replays.
-	return built(tasks.NewScan(tasks.Scan{Path: sr.Path, Mode: sr.Mode, FileID: sr.FileID}))
-}}
-
-func built(j tasks.Job, err error) (tasks.Job, *response) {
+// build turns a request body into its Job through the catalog, the one
+// place that knows every task type's payload, key rule and windows. key is
+// the request's Idempotency-Key; the type's rule says whether it is part of
+// the job key (emails, SMS: when the payload names no id) or only scopes
+// replays of this request (payments, scans).
+func (s *server) build(typ string, body []byte, key string) (tasks.Job, *response) {
+	j, err := s.opts.Catalog.Build(typ, body, key)
 	if err != nil {
-		resp := invalid(err)
+		resp := refused(err)
 		return tasks.Job{}, &resp
 	}
 	return j, nil
 }
 
-// jobID makes an Idempotency-Key usable as a job id in namespace ns,
-// hashing it when it is not (spaces, braces).
-func jobID(ns, key string) string {
-	if _, err := dedup.NewKey(ns, key); err == nil {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256-" + hex.EncodeToString(sum[:])
-}
-
-// ingest serves one bearer-authenticated ingest route.
-func (s *server) ingest(rt route) http.Handler {
+// ingest serves the bearer-authenticated ingest route of one task type.
+func (s *server) ingest(k *tasks.Kind) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if resp := checkJSON(r); resp != nil {
 			resp.write(w)
@@ -123,8 +44,8 @@ func (s *server) ingest(rt route) http.Handler {
 			resp.write(w)
 			return
 		}
-		s.submit(w, r, rt.name, rt.typ, key, body, nil, func(key string) (tasks.Job, *response) {
-			return rt.job(body, key)
+		s.submit(w, r, k.Route, k.Type, key, body, nil, func(key string) (tasks.Job, *response) {
+			return s.build(k.Type, body, key)
 		})
 	})
 }
@@ -158,8 +79,8 @@ type Accepted struct {
 	Key      string         `json:"key"`
 	TaskID   string         `json:"task_id,omitempty"`
 	Queue    string         `json:"queue,omitempty"`
-	// State of the task; "completed" for a duplicate whose job is done.
-	State string `json:"state,omitempty"`
+	// State of the job (tasks.Status): "done" for a duplicate whose job ran.
+	State tasks.Status `json:"state,omitempty"`
 	// Result of a duplicate whose job is done: its JSON, or a string.
 	Result any    `json:"result,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -180,6 +101,13 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 	case tasks.Duplicate:
 		a.Reason, a.Result = out.Reason, result(out.Result)
 		resp = jsonResponse(http.StatusOK, a)
+	case tasks.Conflict:
+		// The IETF Idempotency-Key draft answers a key reused with another
+		// payload 422; a business key reused with other content is the same
+		// mistake one level down. 409 stays "the first request is in flight".
+		return problemOf(Problem{Type: ProblemType + probConflict.slug, Title: probConflict.title,
+			Status: http.StatusUnprocessableEntity, Key: out.Key,
+			Detail: "the job key was accepted before with other content; nothing was enqueued: " + out.Reason})
 	case tasks.Throttled:
 		s.opts.Observer(ctx, dedup.Decision{Op: dedup.OpEnqueue, Key: j.Key, Outcome: dedup.OutcomeThrottled, Reason: out.Reason})
 		return problemOf(Problem{Type: ProblemType + probThrottled.slug, Title: probThrottled.title,

@@ -32,6 +32,11 @@ type API struct {
 	// Default: none.
 	WebhookSecrets map[string]string `envconfig:"ONCEQ_WEBHOOK_SECRETS" secret:"true" desc:"secret: source:secret pairs for webhook HMAC signatures"`
 
+	// WebhookIDFields names, per source, the top-level field of the signed
+	// body that holds the sender's event id, as source:field pairs.
+	// Default: "id" for every source.
+	WebhookIDFields map[string]string `envconfig:"ONCEQ_WEBHOOK_ID_FIELDS" desc:"source:field pairs naming the signed body's event id field (default id)"`
+
 	// WebhookTolerance is how far a signed webhook timestamp may be from
 	// now, against replays of captured requests.
 	// Default: 5m.
@@ -73,6 +78,11 @@ func (a API) validate() error {
 		}
 		if err := checkSecretValue("ONCEQ_WEBHOOK_SECRETS secret of "+src, a.WebhookSecrets[src]); err != nil {
 			return err
+		}
+	}
+	for _, src := range slices.Sorted(maps.Keys(a.WebhookIDFields)) {
+		if _, ok := a.WebhookSecrets[src]; !ok {
+			return fmt.Errorf("config: ONCEQ_WEBHOOK_ID_FIELDS names source %q, which has no ONCEQ_WEBHOOK_SECRETS entry", src)
 		}
 	}
 	if a.WebhookTolerance <= 0 {

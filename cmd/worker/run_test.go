@@ -221,8 +221,8 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 
 	// The seed: the same payment id again is refused as already processed.
 	again, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || again.Decision != tasks.Duplicate || again.State != "completed" ||
-		!strings.Contains(again.Reason, "already processed: completed") || !bytes.Equal(again.Result, rec.Result) {
+	if err != nil || again.Decision != tasks.Duplicate || again.State != tasks.StatusDone ||
+		!strings.Contains(again.Reason, "already processed: done") || !bytes.Equal(again.Result, rec.Result) {
 		t.Fatalf("second enqueue: %+v %v", again, err)
 	}
 }
