@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -50,7 +51,8 @@ type Spec[P any] struct {
 	Handler func(d Deps) asynq.Handler
 }
 
-// Kind is a defined task type, as the Catalog holds it.
+// Kind is a defined task type, as the Catalog holds it. Only Define makes
+// a usable one; the exported fields are for reading (routes, docs).
 type Kind struct {
 	Type, Queue, Route, KeyRule string
 	HeaderKey, WriteResult      bool
@@ -158,6 +160,9 @@ func NewCatalog(w Windows, kinds ...*Kind) (*Catalog, error) {
 	}
 	c := &Catalog{w: w}
 	for _, k := range kinds {
+		if k == nil || k.build == nil || k.handler == nil {
+			return nil, errors.New("tasks: catalog: a Kind must come from Define(...).Kind()")
+		}
 		if _, dup := c.Kind(k.Type); dup {
 			return nil, fmt.Errorf("tasks: catalog: type %q defined twice", k.Type)
 		}

@@ -59,6 +59,9 @@ func TestCatalogKinds(t *testing.T) {
 	if _, err := tasks.NewCatalog(tasks.Windows{}, tasks.Emails.Kind(), tasks.Emails.Kind()); err == nil {
 		t.Fatal("a type defined twice was accepted")
 	}
+	if _, err := tasks.NewCatalog(tasks.Windows{}, &tasks.Kind{Type: "hand:made"}); err == nil {
+		t.Fatal("a Kind not made by Define was accepted")
+	}
 	if _, err := tasks.NewCatalog(tasks.Windows{PaymentRate: -1}); err == nil {
 		t.Fatal("a negative window was accepted")
 	}
