@@ -70,3 +70,16 @@ func TestCatalogRoutes(t *testing.T) {
 	}
 	problem(t, e.post("/v1/sms", `{"to":"12","body":"x"}`, ""), http.StatusUnprocessableEntity)
 }
+
+// The replay fingerprint leaves out the type's volatile fields: a retry
+// with a new trace id is the same request, replayed, not a 422.
+func TestReplayIgnoresVolatileFields(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.post(emailPath, `{"to":"a@example.com","subject":"s","body":"b","trace_id":"t-1"}`, "mail-1")
+	accepted(t, first, http.StatusAccepted)
+	again := e.post(emailPath, `{"to":"a@example.com","subject":"s","body":"b","trace_id":"t-2"}`, "mail-1")
+	if again.Status != http.StatusAccepted || again.Header.Get(api.ReplayedHeader) != "true" {
+		t.Fatalf("retry with another trace id: %d %s", again.Status, again.Body)
+	}
+}

@@ -44,7 +44,8 @@ func (s *server) ingest(k *tasks.Kind) http.Handler {
 			resp.write(w)
 			return
 		}
-		s.submit(w, r, k.Route, k.Type, key, body, nil, func(key string) (tasks.Job, *response) {
+		// A retry whose volatile fields changed (a trace id) is the same request.
+		s.submit(w, r, k.Route, k.Type, key, body, k.Volatile(), func(key string) (tasks.Job, *response) {
 			return s.build(k.Type, body, key)
 		})
 	})

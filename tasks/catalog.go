@@ -61,6 +61,9 @@ type Kind struct {
 	handler                     func(Deps) asynq.Handler
 }
 
+// Volatile returns the payload fields left out of the fingerprint.
+func (k *Kind) Volatile() []string { return slices.Clone(k.volatile) }
+
 // builtin are the kinds this package defines, in definition order.
 var builtin []*Kind
 
