@@ -57,7 +57,10 @@ var _ Enqueuer = (*Producer)(nil)
 // Windows are taken only by accepted jobs: a reservation this call took is
 // given back (compare-and-delete on its holder) when a later rule, asynq's
 // task id check or the enqueue itself refuses the job. A window the same key
-// already held is left alone: it belongs to the accepted job.
+// already held is left alone: it belongs to the accepted job. Between the
+// reserve and the give-back (one round trip) a concurrent job on the same
+// rule key is refused; one script cannot do both, since asynq's keys and
+// the window's live in different Cluster slots.
 func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	if j.Task == nil {
 		return Outcome{}, errors.New("tasks: enqueue: job has no task")
