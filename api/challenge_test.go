@@ -56,7 +56,11 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	ledger := &tasks.Ledger{}
 	gw := httptest.NewServer(ledger)
 	t.Cleanup(gw.Close)
-	mw, err := dedup.NewMiddleware(e.jobs, dedup.MiddlewareOptions{Types: tasks.TypeOptions()})
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := dedup.NewMiddleware(e.jobs, dedup.MiddlewareOptions{Types: catalog.TypeOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +92,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 
 	// Submitted again after processing: still a duplicate, now with the result.
 	third := accepted(t, e.post(paymentPath, body, ""), http.StatusOK)
-	if third.State != "completed" || third.Result == nil || !strings.Contains(third.Reason, "already processed") {
+	if third.State != tasks.StatusDone || third.Result == nil || !strings.Contains(third.Reason, "already processed") {
 		t.Fatalf("third submission %+v", third)
 	}
 }

@@ -18,6 +18,12 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_DONE_TTL", "0s", "ONCEQ_DONE_TTL"},
 		{"ONCEQ_FAILED_TTL", "-1h", "ONCEQ_FAILED_TTL"},
 		{"ONCEQ_UNIQUE_WINDOW", "0s", "ONCEQ_UNIQUE_WINDOW"},
+		// Under the done record the producer would say "enqueued" for a job
+		// the worker then skips as a duplicate.
+		{"ONCEQ_UNIQUE_WINDOW", "20s", "shorter than ONCEQ_DONE_TTL"},
+		{"ONCEQ_PAYMENT_ID_WINDOW", "1h", "shorter than ONCEQ_DONE_TTL"},
+		{"ONCEQ_PAYMENT_RATE_WINDOW", "0s", "ONCEQ_PAYMENT_RATE_WINDOW"},
+		{"ONCEQ_SCAN_WINDOW", "10s", ""},
 		{"ONCEQ_MAX_RESULT_BYTES", "0", "ONCEQ_MAX_RESULT_BYTES"},
 		{"ONCEQ_REDIS_DIAL_TIMEOUT", "0s", "ONCEQ_REDIS_DIAL_TIMEOUT"},
 		{"ONCEQ_REDIS_READ_TIMEOUT", "-1s", "ONCEQ_REDIS_READ_TIMEOUT"},

@@ -8,7 +8,7 @@ import (
 // Derive computes the idempotency key and fingerprint of a JSON payload.
 // The id is, in order: explicit (a business key or an Idempotency-Key
 // header), the payload's top-level "dedup_key", its top-level "id" (a string
-// or an integer), else the payload's hash. The fingerprint is always the hash
+// or an integer), each made an id by CallerID; else ContentID of the hash. The fingerprint is always the hash
 // of the whole canonical payload without volatile fields, so a key reused with
 // another payload is detected as a Mismatch.
 func Derive(namespace string, payload []byte, explicit string, volatile []string) (Key, string, error) {
@@ -21,7 +21,9 @@ func Derive(namespace string, payload []byte, explicit string, volatile []string
 		id = payloadID(payload)
 	}
 	if id == "" {
-		id = fp
+		id = ContentID(fp)
+	} else if id, err = CallerID(namespace, id); err != nil {
+		return Key{}, "", fmt.Errorf("dedup: derive %s: %w", namespace, err)
 	}
 	k, err := NewKey(namespace, id)
 	if err != nil {

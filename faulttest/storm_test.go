@@ -49,9 +49,13 @@ func TestDuplicateStorm(t *testing.T) {
 		e, _ := json.Marshal(tasks.Email{To: fmt.Sprintf("storm-%d@example.com", i), Subject: "storm", Body: "once"})
 		lines = append(lines, line{Type: tasks.TypeEmail, Payload: e, Key: fmt.Sprintf("storm-e-%d", i)})
 	}
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	jobs := make([]tasks.Job, len(lines))
 	for i, l := range lines {
-		j, err := tasks.JobFor(l.Type, l.Payload, l.Key)
+		j, err := catalog.Build(l.Type, l.Payload, l.Key)
 		if err != nil {
 			t.Fatal(err)
 		}

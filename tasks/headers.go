@@ -26,6 +26,11 @@ const (
 // Handlers also wrap asynq.SkipRetry with it, so asynq archives the task.
 var ErrInvalid = errors.New("invalid payload")
 
+// ErrMalformed is wrapped by Decode's errors: the payload is not the
+// expected JSON at all (syntax, unknown field, wrong type), as opposed to
+// well-formed JSON whose content is refused. It wraps ErrInvalid.
+var ErrMalformed = fmt.Errorf("%w: malformed JSON", ErrInvalid)
+
 // newJob marshals payload and builds its Job with the key and fingerprint
 // dedup.Derive gives it, carried in the task headers.
 func newJob(typ string, payload any, explicit, queue string) (Job, error) {

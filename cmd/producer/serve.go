@@ -82,9 +82,15 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), UniqueWindow: cfg.UniqueWindow})
+	catalog, err := newCatalog(cfg.Dedup)
+	if err != nil {
+		return err
+	}
+	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	opts := api.Options{
 		Producer:         producer,
+		Catalog:          catalog,
+		WebhookIDFields:  cfg.WebhookIDFields,
 		Store:            replays,
 		Redis:            rdb,
 		WebhookSecrets:   cfg.WebhookSecrets,

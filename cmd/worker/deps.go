@@ -16,7 +16,7 @@ import (
 // buildDeps wires the handlers' downstreams from config. Without a payment
 // gateway URL it serves the built-in ledger on a loopback port.
 func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.Deps, func(), error) {
-	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, Log: log}
+	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, OutboxDir: cfg.OutboxDir, Log: log}
 	if cfg.SMTPAddr != "" {
 		d.Mailer = tasks.SMTPMailer{Addr: cfg.SMTPAddr, User: cfg.SMTPUser, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}
 	} else {
