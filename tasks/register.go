@@ -12,7 +12,7 @@ type Deps struct {
 	Mailer   Mailer
 	From     string
 	Scanner  *Scanner
-	Gateway  *GatewayClient
+	Gateway  Gateway
 	Enqueuer Enqueuer // webhook routing enqueues follow-up jobs
 	Log      *zap.Logger
 }
