@@ -19,10 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
 	stripego "github.com/stripe/stripe-go/v84"
 	"go.uber.org/zap"
-
-	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/tasks"
 )
