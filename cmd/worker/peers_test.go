@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +73,61 @@ func TestStripePaymentOnce(t *testing.T) {
 	}
 	if n := len(peer.Requests()); n != 1 {
 		t.Fatalf("stripe-mock got %d requests after the duplicates, want 1", n)
+	}
+}
+
+// Stripe's rate limit and 5xx are retried by asynq under the same key; the
+// PaymentIntent is created on the third POST and recorded once.
+func TestStripeRateLimitRetriedWithSameKey(t *testing.T) {
+	e, peer := stripeWorker(t)
+	peer.FailNext(429, `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests"}}`)
+	peer.FailNext(500, `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`)
+	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-retry-1", Account: "pm_card_visa", Amount: 700, Currency: "GBP"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != tasks.Enqueued {
+		t.Fatalf("enqueue: %+v %v", o, err)
+	}
+	rec := e.waitState(t, j.Key, dedup.StateDone)
+	reqs := peer.Requests()
+	if rec.Attempts != 3 || len(reqs) != 3 || peer.Posts(intents, j.Key.String()) != 3 {
+		t.Fatalf("attempts %d, %d requests, %d with the key; want 3, 3, 3: %+v", rec.Attempts, len(reqs), peer.Posts(intents, j.Key.String()), reqs)
+	}
+	if reqs[0].Status != 429 || reqs[1].Status != 500 || reqs[2].Status != 200 {
+		t.Errorf("answers %d, %d, %d; want 429, 500, 200", reqs[0].Status, reqs[1].Status, reqs[2].Status)
+	}
+}
+
+// The issue that started this: a gateway answering as Stripe does,
+// {"id": ...} with 200, was refused as "not a charge", retried and archived
+// while the money had moved. It is one charge.
+func TestGenericGatewayIDAnswerIsACharge(t *testing.T) {
+	var posts atomic.Int64
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"ch_1","status":"succeeded"}`))
+	}))
+	t.Cleanup(gw.Close)
+	srv := redistest.Start(t)
+	e := newEnv(t, srv.Client(t))
+	cfg := baseEnv(t, srv.Addr)
+	cfg["ONCEQ_GATEWAY_URL"] = gw.URL
+	startWorker(t, cfg)
+
+	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-generic-1", Account: "acct-7", Amount: 100, Currency: "EUR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := e.producer.Enqueue(context.Background(), j)
+	if err != nil || o.Decision != tasks.Enqueued {
+		t.Fatalf("enqueue: %+v %v", o, err)
+	}
+	rec := e.waitState(t, j.Key, dedup.StateDone)
+	e.waitTask(t, j.Queue, o.TaskID, asynq.TaskStateCompleted)
+	if rec.Attempts != 1 || posts.Load() != 1 || !strings.Contains(string(rec.Result), `"id":"ch_1"`) {
+		t.Fatalf("attempts %d, %d POSTs, result %s; want 1, 1, ch_1", rec.Attempts, posts.Load(), rec.Result)
 	}
 }
 
