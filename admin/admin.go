@@ -6,6 +6,7 @@ package admin
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 )
 
 // Options configures Routes.
@@ -21,16 +23,33 @@ type Options struct {
 	// Token guards /metrics and the dashboard; "" leaves them open, which
 	// config allows only on loopback. Default: none.
 	Token string
-	// Ready reports whether the process can serve (Redis reachable, server running).
+	// Ready reports whether the process can serve (Redis reachable, server
+	// running). Its error goes to Log; /readyz, which anyone may read, says
+	// only "shutting down" (ErrShuttingDown) or "redis unreachable".
 	Ready func(ctx context.Context) error
+	// Log gets why the process is not ready. Default: none.
+	Log *zap.Logger
+	// Guard, when set, replaces the Token check on /metrics (the API's
+	// port accepts every API token there). Default: none.
+	Guard func(http.Handler) http.Handler
 	// Gatherer for /metrics. Default: none (no /metrics route).
 	Gatherer prometheus.Gatherer
 	// Dashboard is mounted under /monitoring/. Default: none.
 	Dashboard http.Handler
 }
 
+// ErrShuttingDown is what Ready returns once the process is stopping.
+var ErrShuttingDown = errors.New("shutting down")
+
 // Routes registers /healthz, /readyz, /metrics and /monitoring/ on mux.
 func Routes(mux *http.ServeMux, o Options) {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	guard := func(h http.Handler) http.Handler { return RequireToken(o.Token, h) }
+	if o.Guard != nil {
+		guard = o.Guard
+	}
 	// Liveness never touches Redis: a Redis outage must not restart every pod.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -42,17 +61,23 @@ func Routes(mux *http.ServeMux, o Options) {
 		defer cancel()
 		if o.Ready != nil {
 			if err := o.Ready(ctx); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				// Unauthenticated: no addresses or driver messages.
+				why := "redis unreachable"
+				if errors.Is(err, ErrShuttingDown) {
+					why = "shutting down"
+				}
+				o.Log.Warn("admin: not ready", zap.String("reason", why), zap.Error(err))
+				http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 				return
 			}
 		}
 		w.Write([]byte("ready\n"))
 	})
 	if o.Gatherer != nil {
-		mux.Handle("GET /metrics", RequireToken(o.Token, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+		mux.Handle("GET /metrics", guard(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
 	}
 	if o.Dashboard != nil {
-		mux.Handle("/monitoring/", RequireToken(o.Token, o.Dashboard))
+		mux.Handle("/monitoring/", frameDeny(sameOrigin(RequireToken(o.Token, o.Dashboard))))
 	}
 }
 

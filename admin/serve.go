@@ -21,6 +21,12 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Serve(ln, h), nil
+}
+
+// Serve serves h on ln in the background (a listener wrapped, e.g. by
+// api.Listener).
+func Serve(ln net.Listener, h http.Handler) *Server {
 	s := &Server{
 		srv: &http.Server{
 			Handler:           h,
@@ -40,7 +46,7 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 		}
 		s.done <- err
 	}()
-	return s, nil
+	return s
 }
 
 // Addr is the bound address (useful with port 0).

@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -28,20 +26,36 @@ type Options struct {
 	Store dedup.Store
 	// Redis is where GET /v1/jobs finds the asynq task. Required.
 	Redis redis.UniversalClient
-	// Tokens are the accepted bearer tokens. None leaves the non-webhook
-	// routes open (config allows that on loopback only). Default: none.
+	// Clients are the named callers; each owns its idempotency keys and
+	// jobs. Default: none.
+	Clients []Client
+	// Tokens are bearer tokens without a name; each is a principal named by
+	// DerivedPrincipal. With neither Clients nor Tokens the non-webhook
+	// routes are open (config allows that on loopback only), all callers
+	// one principal, Anonymous. Default: none.
 	Tokens []string
-	// WebhookSecrets maps a webhook source to its HMAC-SHA256 secret; a
+	// WebhookSecrets maps a webhook source to its HMAC-SHA256 secrets;
+	// a signature by any of them is accepted, so a sender can rotate. A
 	// source without one is a 404. Default: none.
-	WebhookSecrets map[string]string
+	WebhookSecrets map[string][]string
 	// WebhookTolerance is how far a signature's timestamp may be from Now.
 	// Default: 5m.
 	WebhookTolerance time.Duration
 	// MaxBodyBytes caps a request body. Default: 1 MiB.
 	MaxBodyBytes int64
 	// Lease of an HTTP idempotency claim: how long a retry of a request
-	// whose server died in flight is answered 409. Default: 30s.
+	// whose API process died in flight (or that reaches another replica
+	// after a lost Redis reply) is answered 409. It covers the request's
+	// own Redis work only, never a job's run. Default: 2*Timeout + 1s.
 	Lease time.Duration
+	// ReplayCacheTTL is how long a process answers a replay from memory
+	// once it has stored or replayed the response; keep it below the
+	// replay store's DoneTTL. Negative disables the cache. Default: 30s.
+	ReplayCacheTTL time.Duration
+	// OwnerTTL is how long the API remembers which principal enqueued a
+	// job; past it the job is no one's and GET /v1/jobs answers 404.
+	// Default: 7 days.
+	OwnerTTL time.Duration
 	// Timeout bounds each request's Redis work; past it the answer is a 503.
 	// Default: 5s.
 	Timeout time.Duration
@@ -61,11 +75,17 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
-	if o.Lease == 0 {
-		o.Lease = 30 * time.Second
-	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
+	}
+	if o.Lease == 0 {
+		o.Lease = 2*o.Timeout + time.Second
+	}
+	if o.ReplayCacheTTL == 0 {
+		o.ReplayCacheTTL = 30 * time.Second
+	}
+	if o.OwnerTTL == 0 {
+		o.OwnerTTL = 7 * 24 * time.Hour
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -83,16 +103,14 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("api: Options.Store is required")
 	case o.Redis == nil:
 		return o, errors.New("api: Options.Redis is required")
-	case o.WebhookTolerance < 0 || o.MaxBodyBytes < 0 || o.Lease < time.Millisecond || o.Timeout < 0:
+	case o.WebhookTolerance < 0 || o.MaxBodyBytes < 0 || o.Lease < time.Millisecond || o.Timeout < 0 || o.OwnerTTL < time.Second:
 		return o, errors.New("api: WebhookTolerance, MaxBodyBytes, Lease and Timeout must be positive")
 	}
-	for i, t := range o.Tokens {
-		if t == "" {
-			return o, fmt.Errorf("api: token %d is empty", i+1)
-		}
+	if _, err := o.clients(); err != nil {
+		return o, err
 	}
-	for src, s := range o.WebhookSecrets {
-		if s == "" {
+	for src, secrets := range o.WebhookSecrets {
+		if len(secrets) == 0 || slices.Contains(secrets, "") {
 			return o, fmt.Errorf("api: webhook source %q has an empty secret", src)
 		}
 		// Fail at start-up, not on every delivery, for a source name the
@@ -106,28 +124,37 @@ func (o Options) withDefaults() (Options, error) {
 
 // server holds what the handlers share.
 type server struct {
-	opts   Options
-	tokens [][sha256.Size]byte
-	insp   *asynq.Inspector
+	opts    Options
+	creds   []credential
+	claims  *claims
+	replays *replayCache
+	insp    *asynq.Inspector
 }
 
-// New returns the API's handler. Mount it at the root or under "/v1/".
+// New returns the API's handler for the whole server: routes under /v1/,
+// and a 404 problem for every other path. Mount it at "/" (more specific
+// patterns, such as /metrics, may sit beside it).
 func New(o Options) (http.Handler, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, insp: asynq.NewInspectorFromRedisClient(o.Redis)}
-	for _, t := range o.Tokens {
-		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	cs, err := o.clients()
+	if err != nil {
+		return nil, err
 	}
+	s := &server{opts: o, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL), insp: asynq.NewInspectorFromRedisClient(o.Redis)}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/payments", s.bearer(s.ingest(payments)))
-	mux.Handle("POST /v1/emails", s.bearer(s.ingest(emails)))
-	mux.Handle("POST /v1/scans", s.bearer(s.ingest(scans)))
-	mux.Handle("POST /v1/webhooks/{source}", http.HandlerFunc(s.webhook))
+	handle(mux, http.MethodPost, "/v1/payments", s.bearer(s.ingest(payments)))
+	handle(mux, http.MethodPost, "/v1/emails", s.bearer(s.ingest(emails)))
+	handle(mux, http.MethodPost, "/v1/scans", s.bearer(s.ingest(scans)))
+	handle(mux, http.MethodPost, "/v1/webhooks/{source}", http.HandlerFunc(s.webhook))
 	// {key...}: a key's "/" may arrive escaped (%2F) or not.
-	mux.Handle("GET /v1/jobs/{key...}", s.bearer(http.HandlerFunc(s.job)))
+	handle(mux, http.MethodGet, "/v1/jobs/{key...}", s.bearer(http.HandlerFunc(s.job)))
+	// Without this the mux answers GET /v1/jobs with a 307 to /v1/jobs/.
+	mux.HandleFunc("/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		problem(http.StatusNotFound, probNotFound, "no route "+r.Method+" "+r.URL.Path+"; read a job at /v1/jobs/{key}").write(w)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem(http.StatusNotFound, probNotFound, "no route "+r.Method+" "+r.URL.Path).write(w)
 	})
@@ -138,7 +165,7 @@ func New(o Options) (http.Handler, error) {
 // problem instead of a dropped connection. No CORS headers, ever: browsers
 // get no cross-origin access.
 func (s *server) base(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return Problems(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		defer func() {
@@ -151,27 +178,5 @@ func (s *server) base(next http.Handler) http.Handler {
 			}
 		}()
 		next.ServeHTTP(w, r)
-	})
-}
-
-// bearer wants one of the tokens. Both sides are hashed first, so the
-// constant-time compare does not even leak a token's length.
-func (s *server) bearer(next http.Handler) http.Handler {
-	if len(s.tokens) == 0 {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(got))
-		match := 0
-		for _, t := range s.tokens {
-			match |= subtle.ConstantTimeCompare(sum[:], t[:])
-		}
-		if !ok || got == "" || match != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="onceq"`)
-			problem(http.StatusUnauthorized, probUnauthorized, "send Authorization: Bearer <token>").write(w)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	}))
 }

@@ -32,7 +32,7 @@ const (
 
 // env is one API on a fresh Redis database, served over a real socket.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	rdb     redis.UniversalClient
 	jobs    *dedup.RedisStore // the producer's and workers' records
 	replays *dedup.RedisStore // the API's HTTP replay records
@@ -44,12 +44,12 @@ type env struct {
 	decisions []dedup.Decision
 }
 
-func newEnv(t *testing.T, mods ...func(*api.Options)) *env {
+func newEnv(t testing.TB, mods ...func(*api.Options)) *env {
 	t.Helper()
 	return newEnvOn(t, redistest.Client(t), mods...)
 }
 
-func newEnvOn(t *testing.T, rdb redis.UniversalClient, mods ...func(*api.Options)) *env {
+func newEnvOn(t testing.TB, rdb redis.UniversalClient, mods ...func(*api.Options)) *env {
 	t.Helper()
 	e := &env{t: t, rdb: rdb, insp: asynq.NewInspectorFromRedisClient(rdb), now: time.Now()}
 	var err error
@@ -64,7 +64,7 @@ func newEnvOn(t *testing.T, rdb redis.UniversalClient, mods ...func(*api.Options
 		Store:          e.replays,
 		Redis:          rdb,
 		Tokens:         []string{"old-token", token},
-		WebhookSecrets: map[string]string{source: secret},
+		WebhookSecrets: map[string][]string{source: {secret}},
 		MaxBodyBytes:   4 << 10,
 		Observer: func(_ context.Context, d dedup.Decision) {
 			e.mu.Lock()
@@ -212,7 +212,7 @@ func (e *env) outcomes(o dedup.Outcome) int {
 }
 
 // accepted decodes a 200 or 202 body after checking status and type.
-func accepted(t *testing.T, r reply, status int) api.Accepted {
+func accepted(t testing.TB, r reply, status int) api.Accepted {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
@@ -230,7 +230,7 @@ func accepted(t *testing.T, r reply, status int) api.Accepted {
 }
 
 // problem checks that r is an RFC 9457 problem with status and returns it.
-func problem(t *testing.T, r reply, status int) api.Problem {
+func problem(t testing.TB, r reply, status int) api.Problem {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -20,12 +21,13 @@ const ReplayNamespace = "http"
 // ReplayedHeader marks a response replayed from an earlier request.
 const ReplayedHeader = "Idempotent-Replayed"
 
-// ReplayKey is the dedup key under which the response to a request on route
-// ("payments", "emails", "scans", "webhooks/<source>") with Idempotency-Key
-// key is stored.
-func ReplayKey(route, key string) dedup.Key {
+// ReplayKey is the dedup key under which the response to principal's
+// request on route ("payments", "emails", "scans", "webhooks/<source>") with
+// Idempotency-Key key is stored. Keys are the client's: another principal
+// using the same key neither sees nor collides with this one.
+func ReplayKey(principal, route, key string) dedup.Key {
 	// scopedID always yields a valid id.
-	return dedup.Key{Namespace: ReplayNamespace, ID: scopedID(route, key)}
+	return dedup.Key{Namespace: ReplayNamespace, ID: scopedID(principal+"/"+route, key)}
 }
 
 // scopedID is "prefix:key" when that is a valid dedup id, else the key is
@@ -48,37 +50,42 @@ func scopedID(prefix, key string) string {
 }
 
 // fingerprint identifies a request for the mismatch check: method, route
-// and the canonical JSON of the body without its volatile fields (so a
-// re-serialised body with another key order is the same request). A body
-// that has no canonical form (duplicate keys) is hashed as raw bytes.
-func fingerprint(method, route string, body []byte, volatile ...string) string {
+// and the JSON of the decoded, validated request value. Bodies that decode
+// to the same value are the same request whatever their key order or
+// spacing; the strict decoder already refused bodies whose meaning is
+// ambiguous (duplicate or case-variant names).
+func fingerprint(method, route string, v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s %s\n", method, route)
-	if c, err := dedup.Canonical(body, volatile...); err == nil {
-		h.Write([]byte("json\n"))
-		h.Write(c)
-	} else {
-		h.Write([]byte("raw\n"))
-		h.Write(body)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// once runs do at most once per (route, key) while the store keeps the
-// record: a completed request's response is replayed, a request in flight
-// is a 409, another body under the same key a 422. Only 2xx responses are
-// stored; after a 429 or 5xx the claim is released so a retry runs again.
-// Without a key, do simply runs.
+// once runs do at most once per (principal, route, key) while the store
+// keeps the record: a completed request's response is replayed, a request
+// in flight is a 409, another request under the same key a 422. Only 2xx
+// responses are stored; after a 429 or 5xx the record is removed, so a
+// retry with the same or a corrected body runs at once. Without a key, do
+// simply runs.
 func (s *server) once(ctx context.Context, route, key, fp string, do func(context.Context) response) response {
 	if key == "" {
 		return do(ctx)
 	}
-	k := ReplayKey(route, key)
-	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease)
+	k := ReplayKey(principal(ctx), route, key)
+	claimed := time.Now()
+	if resp, ok := s.replays.get(k, fp, claimed); ok {
+		s.decide(ctx, k, dedup.OutcomeDuplicate, "response replayed")
+		return resp
+	}
+	c, err := s.claim(ctx, k, fp)
 	if err != nil {
 		s.decide(ctx, k, dedup.OutcomeError, err.Error())
 		s.opts.Log.Warn("api: idempotency claim failed", zap.String("key", k.String()), zap.Error(err))
-		return unavailable()
+		return unavailable("nothing was enqueued; retry with the same Idempotency-Key")
 	}
 	switch c.Outcome {
 	case dedup.Duplicate:
@@ -87,12 +94,9 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 			s.opts.Log.Error("api: stored response unreadable", zap.String("key", k.String()), zap.Error(err))
 			return problem(http.StatusInternalServerError, probInternal, "the stored response cannot be replayed")
 		}
-		if stored.Header == nil {
-			stored.Header = map[string]string{}
-		}
-		stored.Header[ReplayedHeader] = "true"
+		s.replays.put(k, fp, stored, claimed)
 		s.decide(ctx, k, dedup.OutcomeDuplicate, "response replayed")
-		return stored
+		return replayed(stored)
 	case dedup.InProgress:
 		s.decide(ctx, k, dedup.OutcomeInProgress, "a request with this key is in flight")
 		return problemOf(Problem{Type: ProblemType + probInFlight.slug, Title: probInFlight.title,
@@ -105,6 +109,7 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 			Detail: "this Idempotency-Key was used with another request body; use a new key for a new request"})
 	}
 	s.decide(ctx, k, dedup.OutcomeClaimed, "")
+	defer s.claims.drop(c.Hold) // even if do panics
 
 	resp := do(ctx)
 	// Record the outcome even when the request's own time ran out: the work is done.
@@ -115,16 +120,18 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 		if err == nil {
 			err = s.opts.Store.Complete(bg, c.Hold, b)
 		}
+		if err == nil {
+			s.replays.put(k, fp, resp, claimed)
+		}
 		if err != nil {
 			// The client still gets its answer; a retry after the lease
 			// runs again and meets the producer's own deduplication.
+			s.claims.doubt(k)
 			s.opts.Log.Warn("api: storing the response for replay failed", zap.String("key", k.String()), zap.Error(err))
 		}
 		return resp
 	}
-	if err := s.opts.Store.Release(bg, c.Hold, fmt.Sprintf("status %d", resp.Status)); err != nil {
-		s.opts.Log.Warn("api: releasing the idempotency claim failed", zap.String("key", k.String()), zap.Error(err))
-	}
+	s.unclaim(bg, c.Hold, claimed, fmt.Sprintf("status %d", resp.Status))
 	return resp
 }
 

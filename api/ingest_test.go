@@ -18,7 +18,7 @@ func TestEnqueueEachRoute(t *testing.T) {
 		wantKey, queue  string
 	}{
 		{paymentPath, paymentBody("pmt-1", "acct-1", 500), "", "payment:charge/pmt-1", "critical"},
-		{emailPath, `{"to":"ada@example.com","subject":"Hi","body":"Hello"}`, "mail-7", "email:send/mail-7", "default"},
+		{emailPath, `{"to":"ada@example.com","subject":"Hi","body":"Hello"}`, "mail-7", "email:send/" + api.DerivedPrincipal(token) + ":mail-7", "default"},
 		{emailPath, `{"to":"ada@example.com","subject":"Hi","body":"Hello","id":"own-id"}`, "", "email:send/own-id", "default"},
 		{scanPath, `{"path":"inbox/a.pdf","file_id":"f-1"}`, "scan-req-1", "", "default"},
 	} {
@@ -105,7 +105,7 @@ func TestBadRequestsEnqueueNothing(t *testing.T) {
 		{"token prefix", req{path: paymentPath, body: good, header: map[string]string{"Authorization": "Bearer test-toke"}}, 401},
 		{"jobs without token", req{method: "GET", path: "/v1/jobs/payment:charge%2Fpmt-x", header: map[string]string{"Authorization": ""}}, 401},
 		{"unknown route", req{path: "/v1/refunds", body: good}, 404},
-		{"wrong method", req{method: "GET", path: paymentPath}, 404},
+		{"wrong method", req{method: "GET", path: paymentPath}, 405},
 		{"text/plain", req{path: paymentPath, body: good, header: map[string]string{"Content-Type": "text/plain"}}, 415},
 		{"no content type", req{path: paymentPath, body: good, header: map[string]string{"Content-Type": ""}}, 415},
 		{"latin-1", req{path: paymentPath, body: good, header: map[string]string{"Content-Type": "application/json; charset=latin1"}}, 415},
@@ -160,9 +160,9 @@ func TestNewValidatesOptions(t *testing.T) {
 		"no producer": {},
 		"empty token": {Producer: tasks.NewProducer(e.rdb, e.jobs, tasks.ProducerOptions{}), Store: e.replays, Redis: e.rdb, Tokens: []string{""}},
 		"empty secret": {Producer: tasks.NewProducer(e.rdb, e.jobs, tasks.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
-			WebhookSecrets: map[string]string{"a": ""}},
+			WebhookSecrets: map[string][]string{"a": {""}}},
 		"source tasks refuse": {Producer: tasks.NewProducer(e.rdb, e.jobs, tasks.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
-			WebhookSecrets: map[string]string{"Upper.Case": "s"}},
+			WebhookSecrets: map[string][]string{"Upper.Case": {"s"}}},
 	} {
 		if _, err := api.New(o); err == nil {
 			t.Errorf("%s: New accepted %+v", name, o)

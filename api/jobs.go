@@ -50,6 +50,10 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	}()
 	rec, err := s.opts.Store.Status(ctx, k)
 	var t lookup
+	mine := false
+	if err == nil {
+		mine, err = s.owns(ctx, k, principal(ctx))
+	}
 	if err == nil {
 		select {
 		case t = <-found:
@@ -60,10 +64,11 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.opts.Log.Warn("api: job status failed", zap.String("key", k.String()), zap.Error(err))
-		unavailable().write(w)
+		unavailable("retry later").write(w)
 		return
 	}
-	if rec.State == dedup.StateAbsent && t.info == nil {
+	// Another client's job is as unknown to the caller as a missing one.
+	if !mine || rec.State == dedup.StateAbsent && t.info == nil {
 		problem(http.StatusNotFound, probNotFound, "no job "+k.String()+" is known (or it expired)").write(w)
 		return
 	}

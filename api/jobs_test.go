@@ -60,8 +60,14 @@ func TestJobStates(t *testing.T) {
 		t.Fatalf("released job %+v", j)
 	}
 
-	// A record without a task (another producer's job, or a retention that ran out).
+	// A job the API did not enqueue is no client's.
 	other, _ := dedup.NewKey("email:send", "orphan")
+	e.job(other.String(), http.StatusNotFound)
+	// A record without a task (its retention ran out).
+	o := accepted(t, e.post(emailPath, `{"to":"ada@example.com","subject":"s","body":"b","id":"orphan"}`, ""), http.StatusAccepted)
+	if err := e.insp.DeleteTask(o.Queue, o.TaskID); err != nil {
+		t.Fatal(err)
+	}
 	c, err = e.jobs.Claim(t.Context(), other, "", time.Minute)
 	if err != nil || c.Outcome != dedup.Acquired {
 		t.Fatalf("claim %+v %v", c, err)

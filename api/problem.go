@@ -24,20 +24,23 @@ type Problem struct {
 
 // Problem kinds: the slug of the type URI and its title.
 var (
-	probBadRequest   = kind{"bad-request", "Bad request"}
-	probBadKey       = kind{"bad-idempotency-key", "Bad Idempotency-Key"}
-	probMissingKey   = kind{"idempotency-key-missing", "Idempotency-Key required"}
-	probUnauthorized = kind{"unauthorized", "Unauthorized"}
-	probBadSignature = kind{"bad-signature", "Bad webhook signature"}
-	probNotFound     = kind{"not-found", "Not found"}
-	probInFlight     = kind{"request-in-progress", "A request with this Idempotency-Key is in progress"}
-	probTooLarge     = kind{"body-too-large", "Request body too large"}
-	probMediaType    = kind{"unsupported-media-type", "Unsupported media type"}
-	probInvalid      = kind{"invalid-payload", "Invalid payload"}
-	probMismatch     = kind{"idempotency-key-reused", "Idempotency-Key reused with another request"}
-	probThrottled    = kind{"throttled", "Too many requests"}
-	probUnavailable  = kind{"unavailable", "Service unavailable"}
-	probInternal     = kind{"internal", "Internal error"}
+	probBadRequest      = kind{"bad-request", "Bad request"}
+	probBadKey          = kind{"bad-idempotency-key", "Bad Idempotency-Key"}
+	probMissingKey      = kind{"idempotency-key-missing", "Idempotency-Key required"}
+	probUnauthorized    = kind{"unauthorized", "Unauthorized"}
+	probBadSignature    = kind{"bad-signature", "Bad webhook signature"}
+	probNotFound        = kind{"not-found", "Not found"}
+	probInFlight        = kind{"request-in-progress", "A request with this Idempotency-Key is in progress"}
+	probTooLarge        = kind{"body-too-large", "Request body too large"}
+	probMediaType       = kind{"unsupported-media-type", "Unsupported media type"}
+	probInvalid         = kind{"invalid-payload", "Invalid payload"}
+	probMismatch        = kind{"idempotency-key-reused", "Idempotency-Key reused with another request"}
+	probThrottled       = kind{"throttled", "Too many requests"}
+	probUnavailable     = kind{"unavailable", "Service unavailable"}
+	probInternal        = kind{"internal", "Internal error"}
+	probMethod          = kind{"method-not-allowed", "Method not allowed"}
+	probHeadersTooLarge = kind{"headers-too-large", "Request header fields too large"}
+	probNotImplemented  = kind{"not-implemented", "Not implemented"}
 )
 
 type kind struct{ slug, title string }
@@ -50,6 +53,9 @@ type response struct {
 	// Body is a string, not raw JSON: encoding/json would compact raw JSON,
 	// and a replay must be byte-identical.
 	Body string `json:"body"`
+	// settle, if set, waits for work that must end before the response is
+	// written but may overlap storing it for replay. Never stored.
+	settle func() `json:"-"`
 }
 
 func (resp response) write(w http.ResponseWriter) {
@@ -95,12 +101,17 @@ func problemOf(p Problem) response {
 	return resp
 }
 
-// unavailable is the 503 for a Redis failure or time-out. The cause goes to
-// the log, not to the client.
-func unavailable() response {
+// unavailable is the 503 for a Redis failure or time-out; detail tells the
+// client what became of its request. The cause goes to the log, not to the
+// client.
+func unavailable(detail string) response {
 	return problemOf(Problem{Type: ProblemType + probUnavailable.slug, Title: probUnavailable.title,
-		Status: http.StatusServiceUnavailable, Detail: "the job store did not answer; retry later", RetryAfter: 1})
+		Status: http.StatusServiceUnavailable, Detail: "the job store did not answer: " + detail, RetryAfter: 1})
 }
+
+// outcomeUnknown is the detail of a 503 after the enqueue was sent: it may
+// have happened. A retry under a new key could run the job twice.
+const outcomeUnknown = "the outcome is unknown (the job may have been enqueued); retry with the same Idempotency-Key, or the same body, not a new key"
 
 // seconds rounds d up to whole seconds, at least 1: a Retry-After of 0
 // would invite an immediate retry that is refused again.

@@ -30,6 +30,8 @@ func mac(secret string, ts int64, body []byte) []byte {
 	return m.Sum(nil)
 }
 
+var errNoMatch = errors.New("signature does not match")
+
 // verify checks a SignatureHeader value. Unknown schemes are ignored (a
 // sender may add v2 before we know it); at least one v1 must match. The
 // timestamp is checked after the MAC, so only a holder of the secret learns
@@ -72,7 +74,7 @@ func verify(header, secret string, body []byte, now time.Time, tolerance time.Du
 		ok = hmac.Equal(s, want) || ok // compare all: no early exit
 	}
 	if !ok {
-		return errors.New("signature does not match")
+		return errNoMatch
 	}
 	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
 		return errors.New("signature timestamp is outside the tolerance of " + tolerance.String() + ": check the sender's clock")
@@ -80,11 +82,31 @@ func verify(header, secret string, body []byte, now time.Time, tolerance time.Du
 	return nil
 }
 
+// verifyAny accepts a signature by any of secrets (a source rotating its
+// secret has two). Each is tried, so the time taken does not say which one
+// matched.
+func verifyAny(header string, secrets []string, body []byte, now time.Time, tolerance time.Duration) error {
+	var first error
+	ok := false
+	for _, secret := range secrets {
+		err := verify(header, secret, body, now, tolerance)
+		if err == nil {
+			ok = true
+		} else if first == nil || first.Error() == errNoMatch.Error() {
+			first = err
+		}
+	}
+	if ok {
+		return nil
+	}
+	return first
+}
+
 // webhook serves POST /v1/webhooks/{source}: the signature authenticates,
 // the Idempotency-Key is required, the event becomes a tasks.Webhook.
 func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
-	secret, ok := s.opts.WebhookSecrets[source]
+	secrets, ok := s.opts.WebhookSecrets[source]
 	if !ok {
 		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
 		return
@@ -95,10 +117,12 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.opts.Now()
-	if err := verify(r.Header.Get(SignatureHeader), secret, body, now, s.opts.WebhookTolerance); err != nil {
+	if err := verifyAny(r.Header.Get(SignatureHeader), secrets, body, now, s.opts.WebhookTolerance); err != nil {
+		w.Header().Set("WWW-Authenticate", `Onceq-Signature realm="onceq"`)
 		problem(http.StatusUnauthorized, probBadSignature, err.Error()).write(w)
 		return
 	}
+	r = withPrincipal(r, "webhook-"+source)
 	if resp := checkJSON(r); resp != nil {
 		resp.write(w)
 		return
@@ -112,16 +136,19 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		resp.write(w)
 		return
 	}
-	// Attempt changes with each redelivery: it must not make a retry a mismatch.
-	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key, body, []string{"attempt"},
-		func(key string) (tasks.Job, *response) {
+	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key,
+		func() (tasks.Job, any, *response) {
 			var ev WebhookEvent
 			if resp := decode(body, &ev); resp != nil {
-				return tasks.Job{}, resp
+				return tasks.Job{}, nil, resp
 			}
+			// Attempt changes with each redelivery: it must not make a
+			// retry a mismatch.
+			same := ev
+			same.Attempt = 0
 			// Keys are the sender's: scope them by source so two senders
 			// cannot collide.
-			return built(tasks.NewWebhook(tasks.Webhook{Source: source, EventID: ev.ID, Type: ev.Type,
+			return built(same)(tasks.NewWebhook(tasks.Webhook{Source: source, EventID: ev.ID, Type: ev.Type,
 				Data: ev.Data, Attempt: ev.Attempt, ReceivedAt: now.UTC().Format(time.RFC3339Nano)},
 				jobID(tasks.TypeWebhook, source+":"+key)))
 		})

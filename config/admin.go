@@ -34,6 +34,11 @@ func (a Admin) validate() error {
 	if err := checkListenAddr("ONCEQ_ADMIN_ADDR", a.Addr); err != nil {
 		return err
 	}
+	if a.Token != "" {
+		if err := checkToken("ONCEQ_ADMIN_TOKEN", a.Token); err != nil {
+			return err
+		}
+	}
 	if !a.Loopback() && a.Token == "" {
 		return fmt.Errorf("config: ONCEQ_ADMIN_ADDR %q is reachable beyond loopback: set ONCEQ_ADMIN_TOKEN", a.Addr)
 	}

@@ -3,9 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
-	"slices"
 	"time"
 )
 
@@ -23,14 +21,17 @@ type API struct {
 	// Default: 127.0.0.1:8081.
 	Addr string `envconfig:"ONCEQ_API_ADDR" default:"127.0.0.1:8081" desc:"ingest API listen address; beyond loopback it requires ONCEQ_API_TOKENS"`
 
-	// Tokens are the accepted bearer tokens; several allow rotation.
+	// Tokens are the accepted bearer tokens, each at least 16 bytes, as
+	// name:token entries (the name is the client that owns its keys and
+	// jobs) or bare tokens (the API derives a stable name); see Clients.
 	// Default: none.
-	Tokens []string `envconfig:"ONCEQ_API_TOKENS" secret:"true" desc:"secret: comma-separated bearer tokens accepted by the API"`
+	Tokens []string `envconfig:"ONCEQ_API_TOKENS" secret:"true" desc:"secret: comma-separated bearer tokens accepted by the API, as name:token or bare (16 bytes or more)"`
 
 	// WebhookSecrets maps a webhook source to its HMAC-SHA256 signing
-	// secret, as source:secret pairs; a secret cannot contain , or :.
+	// secrets, as source:secret pairs; a source given twice accepts both
+	// (rotation). A secret cannot contain , or :.
 	// Default: none.
-	WebhookSecrets map[string]string `envconfig:"ONCEQ_WEBHOOK_SECRETS" secret:"true" desc:"secret: source:secret pairs for webhook HMAC signatures"`
+	WebhookSecrets WebhookSecrets `envconfig:"ONCEQ_WEBHOOK_SECRETS" secret:"true" desc:"secret: source:secret pairs for webhook HMAC signatures; a source may repeat while its secret rotates"`
 
 	// WebhookTolerance is how far a signed webhook timestamp may be from
 	// now, against replays of captured requests.
@@ -59,21 +60,14 @@ func (a API) validate() error {
 	if err := checkListenAddr("ONCEQ_API_ADDR", a.Addr); err != nil {
 		return err
 	}
-	for i, tok := range a.Tokens {
-		if err := checkSecretValue(fmt.Sprintf("ONCEQ_API_TOKENS entry %d", i+1), tok); err != nil {
-			return err
-		}
+	if err := a.validateClients(); err != nil {
+		return err
 	}
 	if !a.Loopback() && len(a.Tokens) == 0 {
 		return fmt.Errorf("config: ONCEQ_API_ADDR %q is reachable beyond loopback: set ONCEQ_API_TOKENS", a.Addr)
 	}
-	for _, src := range slices.Sorted(maps.Keys(a.WebhookSecrets)) {
-		if !webhookSource.MatchString(src) {
-			return fmt.Errorf("config: ONCEQ_WEBHOOK_SECRETS: source %q must match %s", src, webhookSource)
-		}
-		if err := checkSecretValue("ONCEQ_WEBHOOK_SECRETS secret of "+src, a.WebhookSecrets[src]); err != nil {
-			return err
-		}
+	if err := a.WebhookSecrets.validate(); err != nil {
+		return err
 	}
 	if a.WebhookTolerance <= 0 {
 		return fmt.Errorf("config: ONCEQ_WEBHOOK_TOLERANCE must be positive, got %s", a.WebhookTolerance)

@@ -63,14 +63,14 @@ var allKnobs = map[string]string{
 	"ONCEQ_ENV": "development", "ONCEQ_LOG_LEVEL": "debug",
 	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "48h", "ONCEQ_FAILED_TTL": "2h",
 	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_UNIQUE_WINDOW": "12h",
-	"ONCEQ_ADMIN_ADDR": "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok", "ONCEQ_DASHBOARD_READONLY": "false",
+	"ONCEQ_ADMIN_ADDR": "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
 	"ONCEQ_SMTP_ADDR": "smtp.example:587", "ONCEQ_SMTP_USER": "mailer", "ONCEQ_SMTP_PASSWORD": "smtppw",
 	"ONCEQ_SMTP_FROM": "jobs@example.com", "ONCEQ_OUTBOX_DIR": "/var/outbox", "ONCEQ_SCAN_ROOT": "/data",
 	"ONCEQ_SCAN_SIGNATURES": "/etc/sigs.txt", "ONCEQ_SCAN_MAX_BYTES": "1048576", "ONCEQ_CLAMD_ADDR": "clamd:3310",
 	"ONCEQ_GATEWAY_URL": "https://pay.example/v1", "ONCEQ_GATEWAY_TOKEN": "gwtok",
 	"ONCEQ_QUEUES": "high:5,bulk:1", "ONCEQ_STRICT_PRIORITY": "true", "ONCEQ_CONCURRENCY": "32",
 	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse",
-	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1,t2", "ONCEQ_WEBHOOK_SECRETS": "github:ghs,stripe:sts",
+	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "github:ghs,stripe:sts,stripe:sts2",
 	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_REPLAY_TTL": "6h",
 }
 
@@ -90,7 +90,7 @@ func TestEveryKnobParses(t *testing.T) {
 	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 48 * time.Hour, FailedTTL: 2 * time.Hour,
 		MaxResultBytes: 1024, UniqueWindow: 12 * time.Hour}
 	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup,
-		Admin: Admin{Addr: "0.0.0.0:9090", Token: "admintok", DashboardReadOnly: false},
+		Admin: Admin{Addr: "0.0.0.0:9090", Token: "admintok-0123456789", DashboardReadOnly: false},
 		Tasks: Tasks{SMTPAddr: "smtp.example:587", SMTPUser: "mailer", SMTPPassword: "smtppw",
 			SMTPFrom: "jobs@example.com", OutboxDir: "/var/outbox", ScanRoot: "/data",
 			ScanSignatures: "/etc/sigs.txt", ScanMaxBytes: 1 << 20, ClamdAddr: "clamd:3310",
@@ -99,7 +99,7 @@ func TestEveryKnobParses(t *testing.T) {
 		ShutdownTimeout: 40 * time.Second, Embedded: "never", MaxmemoryPolicy: "refuse",
 	}
 	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Addr: "0.0.0.0:9091",
-		Tokens: []string{"t1", "t2"}, WebhookSecrets: map[string]string{"github": "ghs", "stripe": "sts"},
+		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"github": {"ghs"}, "stripe": {"sts", "sts2"}},
 		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, ReplayTTL: 6 * time.Hour}
 
 	w, err := LoadWorker()

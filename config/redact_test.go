@@ -14,13 +14,13 @@ func TestRedactedHidesSecrets(t *testing.T) {
 		"ONCEQ_REDIS_URL":       "redis-sentinel://app:urlpw@h1,h2/m?db=1&sentinel_password=sentpw",
 		"ONCEQ_REDIS_PASSWORD":  "redispw",
 		"ONCEQ_ADMIN_ADDR":      "0.0.0.0:8080",
-		"ONCEQ_ADMIN_TOKEN":     "admintok",
+		"ONCEQ_ADMIN_TOKEN":     "admintok-0123456789",
 		"ONCEQ_SMTP_ADDR":       "smtp:25",
 		"ONCEQ_SMTP_USER":       "mailer",
 		"ONCEQ_SMTP_PASSWORD":   "smtppw",
 		"ONCEQ_GATEWAY_URL":     "https://gwuser:gwpw@pay.example/v1?api_key=gwkey&mode=live",
 		"ONCEQ_GATEWAY_TOKEN":   "gwtok",
-		"ONCEQ_API_TOKENS":      "apitok1,apitok2",
+		"ONCEQ_API_TOKENS":      "apitok1-0123456789,apitok2-0123456789",
 		"ONCEQ_WEBHOOK_SECRETS": "github:ghsecret",
 	})
 	secretValues = append(secretValues, "gwtok")

@@ -41,9 +41,13 @@ func TestSecretListEntries(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{"ONCEQ_API_TOKENS": "a,,b"}, "ONCEQ_API_TOKENS entry 2"},
-		{map[string]string{"ONCEQ_API_TOKENS": "a, b"}, "ONCEQ_API_TOKENS entry 2"},
-		{map[string]string{"ONCEQ_WEBHOOK_SECRETS": "github:"}, "ONCEQ_WEBHOOK_SECRETS secret of github"},
+		{map[string]string{"ONCEQ_API_TOKENS": "a-0123456789abcdef,,b-0123456789abcdef"}, "ONCEQ_API_TOKENS entry 2"},
+		{map[string]string{"ONCEQ_API_TOKENS": "a-0123456789abcdef, b-0123456789abcdef"}, "ONCEQ_API_TOKENS entry 2"},
+		{map[string]string{"ONCEQ_WEBHOOK_SECRETS": "github:"}, "ONCEQ_WEBHOOK_SECRETS secret 1 of github"},
+		{map[string]string{"ONCEQ_WEBHOOK_SECRETS": "github:old,github:"}, "ONCEQ_WEBHOOK_SECRETS secret 2 of github"},
+		{map[string]string{"ONCEQ_API_TOKENS": "alice:short"}, "ONCEQ_API_TOKENS entry 1 (alice) is shorter than 16 bytes"},
+		{map[string]string{"ONCEQ_API_TOKENS": "a-0123456789abcdef,alice:a-0123456789abcdef"}, "the token is given twice"},
+
 		{map[string]string{"ONCEQ_WEBHOOK_SECRETS": "git hub:x"}, "source \"git hub\""},
 		{map[string]string{"ONCEQ_WEBHOOK_SECRETS": "a/b:x"}, "source \"a/b\""},
 	} {
@@ -53,6 +57,12 @@ func TestSecretListEntries(t *testing.T) {
 			wantErr(t, err, tc.want)
 		})
 	}
+}
+
+func TestShortAdminTokenRefused(t *testing.T) {
+	setEnv(t, map[string]string{"ONCEQ_ADMIN_TOKEN": "x"})
+	_, err := LoadWorker()
+	wantErr(t, err, "ONCEQ_ADMIN_TOKEN is shorter than 16 bytes")
 }
 
 // envconfig quotes raw values in its errors; a secret must not reach a log.

@@ -158,7 +158,7 @@ func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
 			if !tc.loopback {
 				wantErr(t, err, "ONCEQ_ADMIN_TOKEN")
 			}
-			t.Setenv("ONCEQ_ADMIN_TOKEN", "tok")
+			t.Setenv("ONCEQ_ADMIN_TOKEN", "admin-0123456789abcdef")
 			if _, err := LoadWorker(); err != nil {
 				t.Fatalf("with a token: %v", err)
 			}
@@ -171,7 +171,7 @@ func TestAPIBeyondLoopbackNeedsToken(t *testing.T) {
 	_, err := LoadAPI()
 	wantErr(t, err, "ONCEQ_API_TOKENS")
 
-	t.Setenv("ONCEQ_API_TOKENS", "tok")
+	t.Setenv("ONCEQ_API_TOKENS", "api-0123456789abcdef")
 	if _, err := LoadAPI(); err != nil {
 		t.Fatalf("with a token: %v", err)
 	}

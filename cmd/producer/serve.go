@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -83,18 +83,30 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		return err
 	}
 	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), UniqueWindow: cfg.UniqueWindow})
-	handler, err := api.New(api.Options{
+	opts := api.Options{
 		Producer:         producer,
 		Store:            replays,
 		Redis:            rdb,
-		Tokens:           cfg.Tokens,
 		WebhookSecrets:   cfg.WebhookSecrets,
 		WebhookTolerance: cfg.WebhookTolerance,
 		MaxBodyBytes:     cfg.MaxBodyBytes,
-		Lease:            cfg.Lease,
-		Log:              log,
-		Observer:         metrics.Observer(log, "api"),
-	})
+		// A replay served from memory must not outlive its record.
+		ReplayCacheTTL: min(30*time.Second, cfg.ReplayTTL/2),
+		Log:            log,
+		Observer:       metrics.Observer(log, "api"),
+	}
+	for _, c := range cfg.Clients() {
+		if c.Name == "" {
+			opts.Tokens = append(opts.Tokens, c.Token)
+		} else {
+			opts.Clients = append(opts.Clients, api.Client{Name: c.Name, Token: c.Token})
+		}
+	}
+	handler, err := api.New(opts)
+	if err != nil {
+		return err
+	}
+	guard, err := api.Authorizer(opts)
 	if err != nil {
 		return err
 	}
@@ -102,25 +114,25 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	var running atomic.Bool
 	running.Store(true)
 	mux := http.NewServeMux()
-	var token string
-	if len(cfg.Tokens) > 0 {
-		token = cfg.Tokens[0]
-	}
 	admin.Routes(mux, admin.Options{
-		Token:    token,
+		Guard:    guard,
 		Gatherer: reg,
+		Log:      log,
 		Ready: func(ctx context.Context) error {
 			if !running.Load() {
-				return errors.New("shutting down")
+				return admin.ErrShuttingDown
 			}
 			return rdb.Ping(ctx).Err()
 		},
 	})
-	mux.Handle("/v1/", handler)
-	srv, err := admin.Listen(cfg.Addr, mux)
+	// Every path but the admin routes is the API's, so that unknown paths
+	// are 404 problems too.
+	mux.Handle("/", handler)
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("serve: listen: %w", err)
 	}
+	srv := admin.Serve(api.Listener(ln), api.Problems(mux))
 	if len(cfg.Tokens) == 0 {
 		log.Warn("no ONCEQ_API_TOKENS: the API's non-webhook routes are open to anyone who can reach " + srv.Addr())
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -55,7 +56,8 @@ func TestServe(t *testing.T) {
 	opt := rdb.Options()
 	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
 	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
-	t.Setenv("ONCEQ_API_TOKENS", "tok-one,tok-two")
+	// shop rotates its token (two entries, one client); bob is another client.
+	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-one-0123456789,shop:tok-two-0123456789,bob:bob-token-0123456789")
 	t.Setenv("ONCEQ_WEBHOOK_SECRETS", "acme:whsec-acme")
 	t.Setenv("ONCEQ_LOG_LEVEL", "debug")
 
@@ -97,6 +99,7 @@ func TestServe(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, string(b)
 	}
+	const bob = "bob-token-0123456789"
 	auth := func(tok string, more map[string]string) map[string]string {
 		h := map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
 		for k, v := range more {
@@ -119,34 +122,74 @@ func TestServe(t *testing.T) {
 	if code, _, body := call("POST", "/v1/payments", payment, auth("nope", nil)); code != 401 {
 		t.Fatalf("bad token: %d %s", code, body)
 	}
-	code, _, first := call("POST", "/v1/payments", payment, auth("tok-two", map[string]string{"Idempotency-Key": "order-s1"}))
+	code, _, first := call("POST", "/v1/payments", payment, auth("tok-two-0123456789", map[string]string{"Idempotency-Key": "order-s1"}))
 	if code != 202 || !strings.Contains(first, `"key":"payment:charge/pmt-serve-1"`) {
 		t.Fatalf("payment: %d %s", code, first)
 	}
-	code, h, again := call("POST", "/v1/payments", payment, auth("tok-one", map[string]string{"Idempotency-Key": "order-s1"}))
+	code, h, again := call("POST", "/v1/payments", payment, auth("tok-one-0123456789", map[string]string{"Idempotency-Key": "order-s1"}))
 	if code != 202 || again != first || h.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay: %d %s %v", code, again, h)
 	}
 
+	// Bob, from outside: neither Alice's (shop's) replay nor her job.
+	code, _, body := call("POST", "/v1/payments", `{"payment_id":"pmt-bob-1","account":"acct-bob","amount":100,"currency":"EUR"}`,
+		auth(bob, map[string]string{"Idempotency-Key": "order-s1"}))
+	if code != 202 {
+		t.Fatalf("bob's own payment under shop's key: %d %s", code, body)
+	}
+	code, h, body = call("POST", "/v1/payments", payment, auth(bob, map[string]string{"Idempotency-Key": "order-s2"}))
+	if code != 200 || h.Get("Idempotent-Replayed") != "" || body == first || strings.Contains(body, "task_id") {
+		t.Fatalf("bob reusing shop's payment id: %d %v %s", code, h, body)
+	}
+	if code, _, body := call("GET", "/v1/jobs/payment:charge%2Fpmt-serve-1", "", auth(bob, nil)); code != 404 {
+		t.Fatalf("bob reads shop's job: %d %s", code, body)
+	}
+	// Strict JSON and HTTP conformance, every error a problem.
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"POST", "/v1/payments", `{"payment_id":"p","account":"a","amount":1,"amount":2,"currency":"EUR"}`, 400},
+		{"DELETE", "/v1/payments", "", 405},
+		{"GET", "/v1/jobs", "", 404},
+		{"GET", "/elsewhere", "", 404},
+		{"GET", "/metrics", "", 401},
+	} {
+		code, h, body := call(c.method, c.path, c.body, auth(bob, nil))
+		if c.path == "/metrics" {
+			code, h, body = call(c.method, c.path, c.body, nil)
+		}
+		var p api.Problem
+		if code != c.want || h.Get("Content-Type") != "application/problem+json" || json.Unmarshal([]byte(body), &p) != nil || p.Status != code {
+			t.Errorf("%s %s: %d %s %s, want a %d problem", c.method, c.path, code, h.Get("Content-Type"), body, c.want)
+		}
+		if code == 405 && h.Get("Allow") != "POST" {
+			t.Errorf("405 Allow %q", h.Get("Allow"))
+		}
+	}
+	if code, _, _ := call("GET", "/metrics", "", auth(bob, nil)); code != 200 {
+		t.Errorf("/metrics with bob's token: %d", code)
+	}
+
 	event := `{"id":"evt_s1","type":"user.created","data":{"user_id":"u1","email":"ada@example.com"}}`
-	code, _, body := call("POST", "/v1/webhooks/acme", event, map[string]string{"Content-Type": "application/json",
+	code, _, body = call("POST", "/v1/webhooks/acme", event, map[string]string{"Content-Type": "application/json",
 		"Idempotency-Key": "d-1", api.SignatureHeader: api.Sign("whsec-acme", time.Now(), []byte(event))})
 	if code != 202 {
 		t.Fatalf("webhook: %d %s", code, body)
 	}
-	code, _, body = call("GET", "/v1/jobs/payment:charge%2Fpmt-serve-1", "", auth("tok-one", nil))
+	code, _, body = call("GET", "/v1/jobs/payment:charge%2Fpmt-serve-1", "", auth("tok-one-0123456789", nil))
 	if code != 200 || !strings.Contains(body, `"state":"pending"`) {
 		t.Fatalf("job: %d %s", code, body)
 	}
 
-	code, _, metrics := call("GET", "/metrics", "", auth("tok-one", nil))
+	code, _, metrics := call("GET", "/metrics", "", auth("tok-one-0123456789", nil))
 	if code != 200 {
 		t.Fatalf("/metrics %d", code)
 	}
 	for _, want := range []string{
-		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="enqueued",side="producer"} 1`,
+		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="enqueued",side="producer"} 2`,
 		`onceq_dedup_decisions_total{namespace="http",outcome="duplicate",side="api"} 1`,
-		`onceq_dedup_decisions_total{namespace="http",outcome="claimed",side="api"} 2`,
+		`onceq_dedup_decisions_total{namespace="http",outcome="claimed",side="api"} 4`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)

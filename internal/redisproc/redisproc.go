@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -114,4 +115,22 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Pause stops the server's process (SIGSTOP): connections stay open but
+// nothing is answered, like a Redis stalled by its host. Commands sent
+// meanwhile run on Resume, after their clients gave up: their replies are
+// lost. Stop works on a paused server.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("redisproc: %s is not running", s.Addr)
+	}
+	return s.cmd.Process.Signal(sig)
 }

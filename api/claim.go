@@ -1,0 +1,132 @@
+package api
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// A request that never ran must leave nothing behind, or every retry of
+// its key is refused until the claim's lease runs out. Two things can leave
+// a claim behind: a Claim whose reply was lost (Redis paused or the
+// connection cut: the script ran, we never learnt the token), and a clean-up
+// that failed. claims remembers, per process, which claims are in the
+// hands of a live request and which keys were left in doubt, so that a
+// retry arriving at this process takes a claim in doubt over at once. A
+// retry that reaches another replica waits for the short API lease.
+//
+// With re-entrant claims for one delivery identity in dedup, the identity
+// (principal, route, key, fingerprint) would replace the doubt set.
+type claims struct {
+	mu     sync.Mutex
+	live   map[dedup.Hold]struct{}
+	doubts map[dedup.Key]time.Time
+}
+
+// maxDoubts bounds the doubt set under a long Redis outage; past it the
+// oldest entries' keys fall back to the lease.
+const maxDoubts = 4096
+
+func newClaims() *claims {
+	return &claims{live: map[dedup.Hold]struct{}{}, doubts: map[dedup.Key]time.Time{}}
+}
+
+func (c *claims) hold(h dedup.Hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live[h] = struct{}{}
+	delete(c.doubts, h.Key)
+}
+
+func (c *claims) drop(h dedup.Hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.live, h)
+}
+
+func (c *claims) doubt(k dedup.Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.doubts) >= maxDoubts {
+		var oldest dedup.Key
+		var at time.Time
+		for dk, t := range c.doubts {
+			if at.IsZero() || t.Before(at) {
+				oldest, at = dk, t
+			}
+		}
+		delete(c.doubts, oldest)
+	}
+	c.doubts[k] = time.Now()
+}
+
+// orphaned reports whether rec is a claim no live request of this process
+// holds, on a key this process left in doubt.
+func (c *claims) orphaned(rec dedup.Record) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, doubt := c.doubts[rec.Key]
+	_, live := c.live[dedup.Hold{Key: rec.Key, Token: rec.Token}]
+	return doubt && !live
+}
+
+// claim is Store.Claim that first clears what a request that never ran
+// left behind: an orphaned running claim (see claims), or a failed record
+// (a 429 or 5xx whose clean-up did not reach Redis).
+func (s *server) claim(ctx context.Context, k dedup.Key, fp string) (dedup.Claim, error) {
+	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease)
+	if err != nil {
+		s.claims.doubt(k)
+		return c, err
+	}
+	if c.Outcome != dedup.InProgress && c.Outcome != dedup.Mismatch {
+		if c.Outcome == dedup.Acquired {
+			s.claims.hold(c.Hold)
+		}
+		return c, nil
+	}
+	rec, err := s.opts.Store.Status(ctx, k)
+	if err != nil {
+		return dedup.Claim{}, err
+	}
+	left := rec.State == dedup.StateFailed || (rec.State == dedup.StateRunning && s.claims.orphaned(rec))
+	if !left {
+		return c, nil
+	}
+	s.opts.Log.Info("api: clearing a claim left by a request that never ran", zap.String("key", k.String()),
+		zap.String("state", string(rec.State)))
+	if err := s.opts.Store.Forget(ctx, k); err != nil {
+		return dedup.Claim{}, err
+	}
+	c, err = s.opts.Store.Claim(ctx, k, fp, s.opts.Lease)
+	if err != nil {
+		s.claims.doubt(k)
+		return c, err
+	}
+	if c.Outcome == dedup.Acquired {
+		s.claims.hold(c.Hold)
+	}
+	return c, nil
+}
+
+// unclaim ends a request that stored nothing (a 429 or 5xx): the record is
+// deleted, so a retry with the same or a corrected body runs at once. The
+// delete is not fenced, so it is done only while our lease surely holds;
+// past that, Release (fenced) and the failed record is cleared by the next
+// claim.
+func (s *server) unclaim(ctx context.Context, h dedup.Hold, claimed time.Time, cause string) {
+	var err error
+	if time.Since(claimed) < s.opts.Lease/2 {
+		err = s.opts.Store.Forget(ctx, h.Key)
+	} else {
+		err = s.opts.Store.Release(ctx, h, cause)
+	}
+	if err != nil {
+		s.claims.doubt(h.Key)
+		s.opts.Log.Warn("api: releasing the idempotency claim failed", zap.String("key", h.Key.String()), zap.Error(err))
+	}
+}

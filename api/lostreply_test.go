@@ -1,0 +1,156 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/api"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/tasks"
+)
+
+// retryUntil posts until the answer is status or the deadline passes; the
+// deadline is the bound the issue sets on a retry after an outage.
+func (e *env) retryUntil(t *testing.T, path, body, key string, status int, within time.Duration) reply {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r := e.post(path, body, key)
+		if r.Status == status || time.Now().After(deadline) {
+			if r.Status != status {
+				t.Fatalf("after %s the retry still gets %d %s, want %d", within, r.Status, r.Body, status)
+			}
+			return r
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Redis stalls (SIGSTOP) while requests are in flight: they get a 503, and
+// the claims they sent run when Redis resumes, after the API gave up on
+// them. A retry with the same key, with the same or a corrected body, must
+// then run at once, not meet a stale claim for the whole lease.
+func TestRetryAfterRedisPauseSucceeds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	// Warm connections, as a running server has: on a fresh one the
+	// stalled command would be the handshake, not the claim.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 300 * time.Millisecond,
+		WriteTimeout: 300 * time.Millisecond, MaxRetries: -1, PoolSize: 2, MinIdleConns: 2})
+	t.Cleanup(func() { rdb.Close() })
+	// A lease far beyond the test's patience: only clearing the stale claim passes.
+	e := newEnvOn(t, rdb, func(o *api.Options) { o.Timeout = time.Second; o.Lease = time.Minute })
+
+	same := paymentBody("pmt-pause", "acct-pause", 100)
+	wrong := paymentBody("pmt-typo", "acct-typo", 100)
+	corrected := paymentBody("pmt-fixed", "acct-fixed", 100)
+	for i, k := range []string{"warm-1", "warm-2", "warm-3"} {
+		accepted(t, e.post(paymentPath, paymentBody(k, "acct-"+k, 100+i), k), http.StatusAccepted)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			srv.Resume()
+		}
+	})
+	for _, c := range []struct{ body, key string }{{same, "pause-1"}, {wrong, "pause-2"}} {
+		problem(t, e.post(paymentPath, c.body, c.key), http.StatusServiceUnavailable)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	// The stalled claims have run by the time Redis answers a PING after them.
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	a := accepted(t, e.retryUntil(t, paymentPath, same, "pause-1", http.StatusAccepted, 5*time.Second), http.StatusAccepted)
+	b := accepted(t, e.retryUntil(t, paymentPath, corrected, "pause-2", http.StatusAccepted, 5*time.Second), http.StatusAccepted)
+	if a.Key != "payment:charge/pmt-pause" || b.Key != "payment:charge/pmt-fixed" {
+		t.Fatalf("retries enqueued %s and %s", a.Key, b.Key)
+	}
+	if n := e.tasks(); n != 5 {
+		t.Fatalf("%d tasks, want 5", n)
+	}
+}
+
+// failing fails every command while on, as a connection lost mid-enqueue
+// would: the producer cannot tell whether its last command ran.
+type failing struct{ on atomic.Bool }
+
+func (f *failing) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.on.Load() {
+			return &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failing) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if f.on.Load() {
+			return &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Redis fails after the API's claim, during the enqueue: the client is told
+// that the outcome is unknown and to retry with the same key, and that
+// retry runs.
+func TestRedisFailureMidEnqueueIsAmbiguous503(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	opt := rdb.Options()
+	prdb := redis.NewClient(opt)
+	t.Cleanup(func() { prdb.Close() })
+	f := &failing{}
+	prdb.AddHook(f)
+	jobs, err := dedup.NewRedisStore(prdb, dedup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = tasks.NewProducer(prdb, jobs, tasks.ProducerOptions{}) })
+
+	body := paymentBody("pmt-mid", "acct-mid", 100)
+	f.on.Store(true)
+	p := problem(t, e.post(paymentPath, body, "mid-1"), http.StatusServiceUnavailable)
+	if !strings.Contains(p.Detail, "unknown") || !strings.Contains(p.Detail, "same Idempotency-Key") {
+		t.Fatalf("503 detail %q does not say the outcome is unknown and to retry with the same key", p.Detail)
+	}
+	f.on.Store(false)
+	accepted(t, e.post(paymentPath, body, "mid-1"), http.StatusAccepted)
+}
+
+// A replay is the same bytes whether this process remembers the response
+// or another replica reads it from Redis; a cached response never answers
+// another body.
+func TestReplayFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other := newEnvOn(t, e.rdb)
+	body := paymentBody("pmt-rep", "acct-rep", 100)
+	first := e.post(paymentPath, body, "rep-1")
+	accepted(t, first, http.StatusAccepted)
+	for _, x := range []*env{e, other} {
+		r := x.post(paymentPath, body, "rep-1")
+		if r.Header.Get(api.ReplayedHeader) != "true" || string(r.Body) != string(first.Body) {
+			t.Fatalf("replay %d %s, want %s", r.Status, r.Body, first.Body)
+		}
+	}
+	problem(t, e.post(paymentPath, paymentBody("pmt-rep", "acct-rep", 101), "rep-1"), http.StatusUnprocessableEntity)
+}

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+)
+
+// Client is one API caller: the principal that owns its idempotency keys
+// and jobs, and its bearer token.
+type Client struct {
+	Name  string
+	Token string
+}
+
+// principalName is what a Client.Name may be: it becomes part of dedup ids.
+var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// Anonymous is the principal of every request when no token is configured.
+const Anonymous = "anonymous"
+
+// DerivedPrincipal is the principal of a token configured without a name:
+// stable across restarts and token order, and no use to anyone who reads
+// it in a key or a log.
+func DerivedPrincipal(token string) string {
+	sum := sha256.Sum256([]byte("onceq principal\x00" + token))
+	return "token-" + hex.EncodeToString(sum[:6])
+}
+
+// clients merges Options.Tokens (bare, named by DerivedPrincipal) and
+// Options.Clients, refusing empty tokens, bad names and a token given twice.
+func (o Options) clients() ([]Client, error) {
+	var cs []Client
+	for i, t := range o.Tokens {
+		if t == "" {
+			return nil, fmt.Errorf("api: token %d is empty", i+1)
+		}
+		cs = append(cs, Client{Name: DerivedPrincipal(t), Token: t})
+	}
+	for _, c := range o.Clients {
+		if c.Token == "" {
+			return nil, fmt.Errorf("api: client %q has an empty token", c.Name)
+		}
+		if !principalName.MatchString(c.Name) {
+			return nil, fmt.Errorf("api: client name %q must match %s", c.Name, principalName)
+		}
+		cs = append(cs, c)
+	}
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if seen[c.Token] {
+			return nil, fmt.Errorf("api: client %q: a token is given twice", c.Name)
+		}
+		seen[c.Token] = true
+	}
+	return cs, nil
+}
+
+type credential struct {
+	name string
+	sum  [sha256.Size]byte
+}
+
+type principalKey struct{}
+
+// principal is the caller that bearer authenticated, or the webhook source.
+func principal(ctx context.Context) string {
+	if p, ok := ctx.Value(principalKey{}).(string); ok {
+		return p
+	}
+	return Anonymous
+}
+
+func withPrincipal(r *http.Request, p string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+}
+
+// authenticate finds the client of an "Authorization: Bearer <token>"
+// header; the scheme is case-insensitive (RFC 9110 §11.1). Both sides are
+// hashed first and every credential is compared, so neither a token's
+// length nor its position leaks through timing.
+func (s *server) authenticate(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	tok = strings.TrimLeft(tok, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	name := ""
+	for _, c := range s.creds {
+		if subtle.ConstantTimeCompare(sum[:], c.sum[:]) == 1 {
+			name = c.name
+		}
+	}
+	return name, name != ""
+}
+
+// bearer wants one of the clients' tokens and puts its principal in the
+// request's context. Without clients, every caller is Anonymous.
+func (s *server) bearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.creds) == 0 {
+			next.ServeHTTP(w, withPrincipal(r, Anonymous))
+			return
+		}
+		name, ok := s.authenticate(r)
+		if !ok {
+			unauthorized(w, "send Authorization: Bearer <token>")
+			return
+		}
+		next.ServeHTTP(w, withPrincipal(r, name))
+	})
+}
+
+// unauthorized is every 401 the API writes: RFC 9110 wants a challenge on each.
+func unauthorized(w http.ResponseWriter, detail string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="onceq"`)
+	problem(http.StatusUnauthorized, probUnauthorized, detail).write(w)
+}
+
+// Authorizer returns a wrapper that lets through requests bearing any of
+// o's tokens (for /metrics on the API's port); with none configured it lets
+// everything through. Failures are 401 problems with a challenge.
+func Authorizer(o Options) (func(http.Handler) http.Handler, error) {
+	cs, err := o.clients()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{creds: credentials(cs)}
+	return s.bearer, nil
+}
+
+func credentials(cs []Client) []credential {
+	creds := make([]credential, 0, len(cs))
+	for _, c := range cs {
+		creds = append(creds, credential{name: c.Name, sum: sha256.Sum256([]byte(c.Token))})
+	}
+	return creds
+}

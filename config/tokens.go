@@ -1,0 +1,105 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// MinTokenBytes is the shortest admin or API token accepted: a guessable
+// token is worse than none, because it looks like protection.
+const MinTokenBytes = 16
+
+// clientName is the principal part of a "name:token" ONCEQ_API_TOKENS entry.
+var clientName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// APIClient is one ONCEQ_API_TOKENS entry. Name is "" for a bare token:
+// the API then derives a stable principal from the token.
+type APIClient struct {
+	Name  string
+	Token string
+}
+
+// Clients parses ONCEQ_API_TOKENS: "name:token" entries name their
+// principal; an entry whose part before the first ":" is not a valid name
+// is a bare token. A token that contains ":" must therefore be given a name.
+// A name may repeat: its client keeps its keys and jobs while its token
+// rotates (alice:old,alice:new). Bare tokens are each their own client.
+func (a API) Clients() []APIClient {
+	cs := make([]APIClient, 0, len(a.Tokens))
+	for _, e := range a.Tokens {
+		if name, tok, ok := strings.Cut(e, ":"); ok && clientName.MatchString(name) {
+			cs = append(cs, APIClient{Name: name, Token: tok})
+		} else {
+			cs = append(cs, APIClient{Token: e})
+		}
+	}
+	return cs
+}
+
+func (a API) validateClients() error {
+	toks := map[string]bool{}
+	for i, c := range a.Clients() {
+		what := fmt.Sprintf("ONCEQ_API_TOKENS entry %d", i+1)
+		if c.Name != "" {
+			what += " (" + c.Name + ")"
+		}
+		if err := checkToken(what, c.Token); err != nil {
+			return err
+		}
+		if toks[c.Token] {
+			return fmt.Errorf("config: %s: the token is given twice", what)
+		}
+		toks[c.Token] = true
+	}
+	return nil
+}
+
+// checkToken refuses empty, padded and short tokens, without quoting them.
+func checkToken(what, tok string) error {
+	if err := checkSecretValue(what, tok); err != nil {
+		return err
+	}
+	if len(tok) < MinTokenBytes {
+		return fmt.Errorf("config: %s is shorter than %d bytes: use e.g. `openssl rand -hex 32`", what, MinTokenBytes)
+	}
+	return nil
+}
+
+// WebhookSecrets maps a webhook source to its signing secrets. It is set as
+// "source:secret" pairs, comma-separated; a source given twice has two
+// secrets, both accepted, so that a sender can rotate without downtime
+// (acme:old,acme:new, then drop acme:old once the sender signs with new).
+type WebhookSecrets map[string][]string
+
+// Decode implements envconfig.Decoder. The value is a secret: errors do not quote it.
+func (w *WebhookSecrets) Decode(v string) error {
+	m := WebhookSecrets{}
+	if v != "" {
+		for i, pair := range strings.Split(v, ",") {
+			src, secret, ok := strings.Cut(pair, ":")
+			if !ok || strings.Contains(secret, ":") {
+				return fmt.Errorf("entry %d is not source:secret (a secret cannot contain , or :)", i+1)
+			}
+			m[src] = append(m[src], secret)
+		}
+	}
+	*w = m
+	return nil
+}
+
+func (w WebhookSecrets) validate() error {
+	for _, src := range slices.Sorted(maps.Keys(w)) {
+		if !webhookSource.MatchString(src) {
+			return fmt.Errorf("config: ONCEQ_WEBHOOK_SECRETS: source %q must match %s", src, webhookSource)
+		}
+		for i, s := range w[src] {
+			if err := checkSecretValue(fmt.Sprintf("ONCEQ_WEBHOOK_SECRETS secret %d of %s", i+1, src), s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
