@@ -1,9 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,7 +57,8 @@ func TestDefaults(t *testing.T) {
 }
 
 // allKnobs sets every variable but ONCEQ_REDIS_CLUSTER_NODES (exclusive with
-// the URL) to a value other than its default.
+// the URL) and the Stripe pair (exclusive with the gateway URL) to a value
+// other than its default.
 var allKnobs = map[string]string{
 	"ONCEQ_REDIS_URL": "redis://u:pw@redis.example:6380/3", "ONCEQ_REDIS_PASSWORD": "override-pw",
 	"ONCEQ_REDIS_DIAL_TIMEOUT": "7s", "ONCEQ_REDIS_READ_TIMEOUT": "4s", "ONCEQ_REDIS_WRITE_TIMEOUT": "6s",
@@ -77,7 +80,8 @@ var allKnobs = map[string]string{
 
 func TestEveryKnobParses(t *testing.T) {
 	covered := slices.Sorted(maps.Keys(allKnobs))
-	covered = append(covered, "ONCEQ_REDIS_CLUSTER_NODES") // TestClusterNodesParse
+	covered = append(covered, "ONCEQ_REDIS_CLUSTER_NODES")            // TestClusterNodesParse
+	covered = append(covered, "ONCEQ_STRIPE_KEY", "ONCEQ_STRIPE_URL") // TestStripeKnobsParse
 	slices.Sort(covered)
 	if !slices.Equal(covered, KnownVariables()) {
 		t.Fatalf("test covers %v\nbut the known variables are %v", covered, KnownVariables())
@@ -220,5 +224,19 @@ func TestKnownSetIsUnion(t *testing.T) {
 	setEnv(t, map[string]string{"ONCEQ_API_ADDR": "127.0.0.1:1", "ONCEQ_QUEUES": "a:1"})
 	if _, err := LoadProducer(); err != nil {
 		t.Errorf("LoadProducer: %v", err)
+	}
+}
+
+func TestStripeKnobsParse(t *testing.T) {
+	setEnv(t, map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_abc", "ONCEQ_STRIPE_URL": "http://127.0.0.1:12111"})
+	w, err := LoadWorker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.StripeKey != "sk_test_abc" || w.StripeURL != "http://127.0.0.1:12111" {
+		t.Errorf("Stripe knobs = %q, %q", w.StripeKey, w.StripeURL)
+	}
+	if r := fmt.Sprint(w.Redacted()); strings.Contains(r, "sk_test_abc") {
+		t.Errorf("Redacted() reveals the Stripe key: %s", r)
 	}
 }

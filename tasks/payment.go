@@ -125,7 +125,7 @@ func paymentRateKey(p Payment) (dedup.Key, error) {
 // idempotency key as the gateway's Idempotency-Key: a redelivered task gets
 // the original charge back instead of a second one.
 type PaymentHandler struct {
-	Gateway *GatewayClient
+	Gateway Gateway
 	Log     *zap.Logger
 }
 

@@ -9,7 +9,7 @@ type Deps struct {
 	Mailer   Mailer
 	From     string
 	Scanner  *Scanner
-	Gateway  *GatewayClient
+	Gateway  Gateway
 	Enqueuer Enqueuer // webhook routing enqueues follow-up jobs
 	// OutboxDir is where file-backed senders (the mail outbox, the SMS
 	// outbox) write. Default: "outbox".
