@@ -65,9 +65,15 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 		t.Errorf("job queue=%q unique=%v key=%v fp=%q; want %s, %v, namespace %s, a fingerprint",
 			j.Queue, j.Unique, j.Key, j.Fingerprint, queue, DefaultUniqueWindow, typ)
 	}
+	// The key travels as the task id; the header only when that is off.
 	h := j.Task.Headers()
-	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
-		t.Errorf("headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
+	if _, ok := h[HeaderKey]; ok || h[HeaderFingerprint] != j.Fingerprint || withKeyHeader(j) != j.Task {
+		t.Errorf("headers %v, want only %s=%s", h, HeaderFingerprint, j.Fingerprint)
+	}
+	noID := j
+	noID.Unique = 0
+	if h := withKeyHeader(noID).Headers(); h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
+		t.Errorf("without a unique window: headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
 	}
 	if !json.Valid(j.Task.Payload()) {
 		t.Errorf("payload is not JSON: %q", j.Task.Payload())
@@ -101,7 +107,7 @@ func TestEmailKeyStability(t *testing.T) {
 	if c.Key == a.Key || c.Fingerprint == a.Fingerprint {
 		t.Errorf("a different body kept key %v or fingerprint %s", c.Key, c.Fingerprint)
 	}
-	if a.Key.ID != a.Fingerprint {
+	if !dedup.SameFingerprint(a.Key.ID, a.Fingerprint) {
 		t.Errorf("without an id the key id should be the content hash: %v vs %s", a.Key, a.Fingerprint)
 	}
 

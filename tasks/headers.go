@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
@@ -13,9 +14,11 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// Task headers set by every constructor. They travel with the asynq task so a
-// worker knows the key and fingerprint the producer decided on, including an
-// explicit key (an Idempotency-Key header) that the payload alone cannot show.
+// Task headers. Every constructor sets the fingerprint; the key travels as
+// the asynq task id, and the Producer adds the key header only when it does
+// not use the key as the task id. So a worker knows the key and fingerprint
+// the producer decided on, including an explicit key (an Idempotency-Key
+// header) that the payload alone cannot show.
 const (
 	HeaderKey         = dedup.HeaderKey
 	HeaderFingerprint = dedup.HeaderFingerprint
@@ -27,7 +30,7 @@ const (
 var ErrInvalid = errors.New("invalid payload")
 
 // newJob marshals payload and builds its Job with the key and fingerprint
-// dedup.Derive gives it, carried in the task headers.
+// dedup.Derive gives it.
 func newJob(typ string, payload any, explicit, queue string) (Job, error) {
 	b, err := marshal(payload)
 	if err != nil {
@@ -37,11 +40,23 @@ func newJob(typ string, payload any, explicit, queue string) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("tasks: new %s: %w: %w", typ, ErrInvalid, err)
 	}
-	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{
-		HeaderKey:         key.String(),
-		HeaderFingerprint: fp,
-	})
+	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{HeaderFingerprint: fp})
 	return Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: DefaultUniqueWindow}, nil
+}
+
+// withKeyHeader returns j's task with the key in HeaderKey when the task id
+// will not carry it (no unique window, or a key outside the task type's
+// namespace), which dedup.TaskKey reads; else the task as it is. A rebuilt
+// task loses per-task asynq options; constructors set none.
+func withKeyHeader(j Job) *asynq.Task {
+	h := j.Task.Headers()
+	if (j.Unique > 0 && j.Key.Namespace == j.Task.Type()) || h[HeaderKey] != "" {
+		return j.Task
+	}
+	with := make(map[string]string, len(h)+1)
+	maps.Copy(with, h)
+	with[HeaderKey] = j.Key.String()
+	return asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), with)
 }
 
 // marshal is json.Marshal without HTML escaping, so payloads read naturally in
@@ -86,16 +101,16 @@ func permanent(err error) error {
 }
 
 // taskKey returns the idempotency key to pass downstream: the one the
-// middleware claimed; outside the middleware, the one the constructor put in
-// the headers; else the one the constructor would derive. So the downstream
-// key is the same however the handler is run.
+// middleware claimed; outside the middleware, the one the producer put on
+// the task (task id or header); else the one the constructor would derive.
+// So the downstream key is the same however the handler is run.
 func taskKey(ctx context.Context, t *asynq.Task, explicit string, volatile []string) (dedup.Key, error) {
 	if k, ok := dedup.KeyFromContext(ctx); ok {
 		return k, nil
 	}
 	// A header from another namespace could steer the downstream key onto
 	// another task's effects; ignore it and derive instead.
-	if k, err := dedup.ParseKey(t.Headers()[HeaderKey]); err == nil && k.Namespace == t.Type() {
+	if k, _, ok, err := dedup.TaskKey(ctx, t, t.Type()); ok && err == nil && k.Namespace == t.Type() {
 		return k, nil
 	}
 	k, _, err := dedup.Derive(t.Type(), t.Payload(), explicit, volatile)

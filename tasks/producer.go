@@ -98,7 +98,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
 	}
-	info, err := p.client.EnqueueContext(ctx, j.Task, opts...)
+	info, err := p.client.EnqueueContext(ctx, withKeyHeader(j), opts...)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		out.Decision, out.TaskID = Duplicate, holder

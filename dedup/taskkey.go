@@ -1,0 +1,28 @@
+package dedup
+
+import (
+	"context"
+
+	"github.com/hibiken/asynq"
+)
+
+// TaskKey returns the idempotency key and fingerprint a producer attached
+// to t: the key from HeaderKey, else from the asynq task id in ctx when that
+// id is a key of namespace ns or of the task's type; the fingerprint from
+// HeaderFingerprint ("" when absent). A producer leaves HeaderKey out when
+// the task id is the key (tasks.Producer's unique window), which saves
+// encoding, storing and decoding it per task. ok is false when t carries no key, and
+// then the caller derives one from the payload.
+func TaskKey(ctx context.Context, t *asynq.Task, ns string) (k Key, fp string, ok bool, err error) {
+	fp = t.Headers()[HeaderFingerprint]
+	if h := t.Headers()[HeaderKey]; h != "" {
+		k, err = ParseKey(h)
+		return k, fp, true, err
+	}
+	if id, found := asynq.GetTaskID(ctx); found {
+		if k, err := ParseKey(id); err == nil && (k.Namespace == ns || k.Namespace == t.Type()) {
+			return k, fp, true, nil
+		}
+	}
+	return Key{}, "", false, nil
+}
