@@ -20,9 +20,17 @@ func TaskKey(ctx context.Context, t *asynq.Task, ns string) (k Key, fp string, o
 		return k, fp, true, err
 	}
 	if id, found := asynq.GetTaskID(ctx); found {
-		if k, err := ParseKey(id); err == nil && (k.Namespace == ns || k.Namespace == t.Type()) {
+		if k, ok := KeyOfTaskID(id); ok && (k.Namespace == ns || k.Namespace == t.Type()) {
 			return k, fp, true, nil
 		}
 	}
 	return Key{}, "", false, nil
+}
+
+// KeyOfTaskID is the key an asynq task id stands for, when the producer
+// used the key as the id. A producer may drop HeaderKey only when this
+// gives back its key exactly: the one rule both sides share.
+func KeyOfTaskID(id string) (Key, bool) {
+	k, err := ParseKey(id)
+	return k, err == nil
 }

@@ -65,15 +65,17 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 		t.Errorf("job queue=%q unique=%v key=%v fp=%q; want %s, %v, namespace %s, a fingerprint",
 			j.Queue, j.Unique, j.Key, j.Fingerprint, queue, DefaultUniqueWindow, typ)
 	}
-	// The key travels as the task id; the header only when that is off.
 	h := j.Task.Headers()
-	if _, ok := h[HeaderKey]; ok || h[HeaderFingerprint] != j.Fingerprint || withKeyHeader(j) != j.Task {
-		t.Errorf("headers %v, want only %s=%s", h, HeaderFingerprint, j.Fingerprint)
+	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
+		t.Errorf("headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
 	}
-	noID := j
-	noID.Unique = 0
-	if h := withKeyHeader(noID).Headers(); h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
-		t.Errorf("without a unique window: headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
+	// What the Producer sends under the key as task id: the fingerprint only.
+	lean := leanTask(j, j.Key.String()).Headers()
+	if _, ok := lean[HeaderKey]; ok || lean[HeaderFingerprint] != j.Fingerprint {
+		t.Errorf("lean headers %v, want only %s=%s", lean, HeaderFingerprint, j.Fingerprint)
+	}
+	if leanTask(j, "some-other-id") != j.Task {
+		t.Error("the key header was dropped under a task id that is not the key")
 	}
 	if !json.Valid(j.Task.Payload()) {
 		t.Errorf("payload is not JSON: %q", j.Task.Payload())

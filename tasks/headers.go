@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
@@ -14,11 +13,10 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// Task headers. Every constructor sets the fingerprint; the key travels as
-// the asynq task id, and the Producer adds the key header only when it does
-// not use the key as the task id. So a worker knows the key and fingerprint
-// the producer decided on, including an explicit key (an Idempotency-Key
-// header) that the payload alone cannot show.
+// Task headers set by every constructor. They travel with the asynq task so a
+// worker knows the key and fingerprint the producer decided on, including an
+// explicit key (an Idempotency-Key header) that the payload alone cannot show.
+// The Producer leaves the key header out when the task id carries the key.
 const (
 	HeaderKey         = dedup.HeaderKey
 	HeaderFingerprint = dedup.HeaderFingerprint
@@ -40,23 +38,31 @@ func newJob(typ string, payload any, explicit, queue string) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("tasks: new %s: %w: %w", typ, ErrInvalid, err)
 	}
-	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{HeaderFingerprint: fp})
+	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{
+		HeaderKey:         key.String(),
+		HeaderFingerprint: fp,
+	})
 	return Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: DefaultUniqueWindow}, nil
 }
 
-// withKeyHeader returns j's task with the key in HeaderKey when the task id
-// will not carry it (no unique window, or a key outside the task type's
-// namespace), which dedup.TaskKey reads; else the task as it is. A rebuilt
-// task loses per-task asynq options; constructors set none.
-func withKeyHeader(j Job) *asynq.Task {
+// leanTask is j's task as the Producer sends it under taskID: without
+// HeaderKey when the worker reads the same key from the task id
+// (dedup.TaskKey), which saves encoding, storing and decoding it per task.
+// The Job keeps the header, so its task enqueued some other way still
+// carries its key. A rebuilt task has no per-task asynq options;
+// constructors set none.
+func leanTask(j Job, taskID string) *asynq.Task {
 	h := j.Task.Headers()
-	if (j.Unique > 0 && j.Key.Namespace == j.Task.Type()) || h[HeaderKey] != "" {
+	if k, ok := dedup.KeyOfTaskID(taskID); !ok || k != j.Key || k.Namespace != j.Task.Type() || h[HeaderKey] != k.String() {
 		return j.Task
 	}
-	with := make(map[string]string, len(h)+1)
-	maps.Copy(with, h)
-	with[HeaderKey] = j.Key.String()
-	return asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), with)
+	lean := make(map[string]string, len(h))
+	for name, v := range h {
+		if name != HeaderKey {
+			lean[name] = v
+		}
+	}
+	return asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), lean)
 }
 
 // marshal is json.Marshal without HTML escaping, so payloads read naturally in

@@ -88,17 +88,19 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	}
 
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
+	task := j.Task
 	if j.Unique > 0 {
 		window := j.Unique
 		if p.opts.UniqueWindow > 0 {
 			window = p.opts.UniqueWindow
 		}
 		opts = append(opts, asynq.TaskID(holder), asynq.Retention(window))
+		task = leanTask(j, holder)
 	}
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
 	}
-	info, err := p.client.EnqueueContext(ctx, withKeyHeader(j), opts...)
+	info, err := p.client.EnqueueContext(ctx, task, opts...)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		out.Decision, out.TaskID = Duplicate, holder
