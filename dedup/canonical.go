@@ -100,7 +100,7 @@ func (c *canon) run(data []byte, volatile []string) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%w: invalid UTF-8", ErrBadPayload)
 	}
-	if !json.Valid(data) {
+	if !valid(data) {
 		var v any // only to say what is wrong
 		err := json.Unmarshal(data, &v)
 		if err == nil {
@@ -258,7 +258,8 @@ func (c *canon) object(i, depth, lvl int) error {
 // match says whether the member k of the object whose volatile state is at
 // lvl is dropped, and pushes the state of its value (-1: nothing can match).
 func (c *canon) match(lvl int, k []byte) (drop bool, child int) {
-	if lvl < 0 {
+	// A path's segments never hold a '.', so neither can a key it names.
+	if lvl < 0 || bytes.IndexByte(k, '.') >= 0 {
 		return false, -1
 	}
 	child = len(c.offs)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ var diffSeeds = []string{
 	strings.Repeat("[", MaxDepth+1) + `1` + strings.Repeat("]", MaxDepth+1),
 	`{"attempt":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}`,
 	`{"attempt":{"x":1,"x":2}}`,
+	`{"":{".":0}}`, `{"a.b":1,"a":{"b":2}}`, `{"meta.trace_id":1}`,
 }
 
 // checkSameAsReference fails unless the fast canonicaliser and Derive agree
@@ -79,9 +81,42 @@ func checkSameAsReference(t *testing.T, in []byte) {
 	}
 }
 
+// valid must accept exactly what json.Valid accepts, up to the depth
+// Canonical allows.
+func checkValid(t *testing.T, in []byte) {
+	t.Helper()
+	if want := json.Valid(in); valid(in) != want && (!want || !tooDeep(in)) {
+		t.Fatalf("valid(%q) = %v, json.Valid %v", in, !want, want)
+	}
+}
+
+// tooDeep reports brackets nested beyond what valid walks into.
+func tooDeep(in []byte) bool {
+	depth, deepest := 0, 0
+	for _, c := range in {
+		switch c {
+		case '[', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ']', '}':
+			depth--
+		}
+	}
+	return deepest > MaxDepth+1
+}
+
+// validSeeds are the corners of JSON's grammar valid decides on its own.
+var validSeeds = []string{
+	``, ` `, `0`, `-0`, `01`, `-`, `1.`, `.5`, `1e`, `1e+`, `1E-5`, `+1`, `-1.5e10`, `0.0e0`, `1.e5`,
+	`tru`, `true`, `truex`, `nul`, `null `, `false`, `[`, `]`, `[]`, `[1,]`, `[,1]`, `[1 2]`, `{}`, `{,}`,
+	`{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1 "b":2}`, `{1:2}`, `"\u12G4"`, `"\u12"`, `"\x"`, `"\/"`,
+	"\"\t\"", "\"a\x01\"", `"\"`, `"abc`, "\ufeff1", "1\x00", ` {"a" : [ 1 , {} ] } `, `"` + "\u2028" + `"`,
+}
+
 func TestCanonicalMatchesReference(t *testing.T) {
 	t.Parallel()
-	for _, s := range diffSeeds {
+	for _, s := range append(validSeeds, diffSeeds...) {
+		checkValid(t, []byte(s))
 		checkSameAsReference(t, []byte(s))
 	}
 }
@@ -90,7 +125,13 @@ func FuzzCanonicalMatchesReference(f *testing.F) {
 	for _, s := range diffSeeds {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(checkSameAsReference)
+	for _, s := range validSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkValid(t, in)
+		checkSameAsReference(t, in)
+	})
 }
 
 // refDerive is the old Derive: hash of the reference canonical form, then a
