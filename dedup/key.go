@@ -65,9 +65,11 @@ func checkPart(what, s string) error {
 // chooses can equal another job's hash.
 const HashMark = "~"
 
-// ContentID is the id of a job keyed by its content: fingerprint is the hex
-// SHA-256 that Hash returns.
-func ContentID(fingerprint string) string { return HashMark + fingerprint }
+// ContentID is the id of a job keyed by its content: HashMark and the hex
+// SHA-256 of its canonical payload (the sum the fingerprint encodes). Hex,
+// not the fingerprint's base64url: ids stay free of '-', where asynqmon's
+// list view cuts task ids.
+func ContentID(sum [32]byte) string { return HashMark + hex.EncodeToString(sum[:]) }
 
 // CallerID is the id for a caller-chosen key (a business id, an
 // Idempotency-Key): the key itself when it is a valid id that does not start

@@ -68,6 +68,14 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
 		t.Errorf("headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
 	}
+	// What the Producer sends under the key as task id: the fingerprint only.
+	lean := leanTask(j, j.Key.String()).Headers()
+	if _, ok := lean[HeaderKey]; ok || lean[HeaderFingerprint] != j.Fingerprint {
+		t.Errorf("lean headers %v, want only %s=%s", lean, HeaderFingerprint, j.Fingerprint)
+	}
+	if leanTask(j, "some-other-id") != j.Task {
+		t.Error("the key header was dropped under a task id that is not the key")
+	}
 	if !json.Valid(j.Task.Payload()) {
 		t.Errorf("payload is not JSON: %q", j.Task.Payload())
 	}
@@ -100,7 +108,11 @@ func TestEmailKeyStability(t *testing.T) {
 	if c.Key == a.Key || c.Fingerprint == a.Fingerprint {
 		t.Errorf("a different body kept key %v or fingerprint %s", c.Key, c.Fingerprint)
 	}
-	if a.Key.ID != dedup.ContentID(a.Fingerprint) {
+	sum, err := dedup.ParseFingerprint(a.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Key.ID != dedup.ContentID(sum) {
 		t.Errorf("without an id the key id should be the content hash: %v vs %s", a.Key, a.Fingerprint)
 	}
 

@@ -100,13 +100,15 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	}
 
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
+	task := j.Task
 	if j.Unique > 0 {
 		opts = append(opts, asynq.TaskID(holder), asynq.Retention(j.Unique))
+		task = leanTask(j, holder)
 	}
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
 	}
-	info, err := p.client.EnqueueContext(ctx, j.Task, opts...)
+	info, err := p.client.EnqueueContext(ctx, task, opts...)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		giveBack()

@@ -194,3 +194,26 @@ func TestUniqueWindowOption(t *testing.T) {
 		}
 	}
 }
+
+// The default policy sends the key as the task id only; without a unique
+// window the key header goes along, so a worker still finds the key.
+func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	p, _, _ := newProducer(t, rdb)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for _, unique := range []time.Duration{tasks.DefaultUniqueWindow, 0} {
+		j := mustJob(t)(tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Hi", Body: unique.String()}))
+		j.Unique = unique
+		o := enqueue(t, p, j, tasks.Enqueued)
+		info, err := insp.GetTaskInfo(j.Queue, o.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, hasKey := info.Headers[tasks.HeaderKey]
+		if wantKey := unique == 0; hasKey != wantKey || hasKey && key != j.Key.String() ||
+			info.Headers[tasks.HeaderFingerprint] != j.Fingerprint || (unique > 0) != (o.TaskID == j.Key.String()) {
+			t.Errorf("unique %v: task %s headers %v; want key header %v", unique, o.TaskID, info.Headers, wantKey)
+		}
+	}
+}
