@@ -50,7 +50,13 @@
 // clients behind a proxy that cuts and delays their connections, Redis
 // killed and restarted mid-history, and clients paused past their lease; and
 // they run a deliberately broken store through the same harness to show the
-// check fails when it should. Longer runs:
+// check fails when it should. Longer runs, and clients that retry as
+// go-redis does by default (a retried script is a second operation inside
+// one call, so expect violations):
 //
 //	go test -count=1 -run TestRedisStore ./internal/linearize/ -args -histories=50 -history=10s
+//	go test -count=1 -run TestRedisStore ./internal/linearize/ -args -client-retries=3
+//
+// claim.pml is the claim protocol in Promela; TestSpinModel has spin check
+// that no two completions are accepted and that the job is eventually done.
 package linearize

@@ -22,6 +22,11 @@ import (
 var (
 	histories  = flag.Int("histories", 3, "fault histories per run of the real store")
 	historyLen = flag.Duration("history", 2*time.Second, "length of one history")
+	// go-redis retries a command whose reply was lost (MaxRetries 3 unless
+	// set), and a retried script is a second operation inside one call: a
+	// Complete or Release whose first run succeeded then reports
+	// ErrLeaseLost. -1 records what the store itself does; 3 shows that.
+	clientRetries = flag.Int("client-retries", -1, "go-redis MaxRetries of the clients")
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -77,7 +82,7 @@ func (r *rig) history(t *testing.T, name string, mk newStore, length time.Durati
 		if i < proxied {
 			addr = r.px.Addr
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 2,
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: *clientRetries, PoolSize: 2,
 			DialTimeout: clientTimeout, ReadTimeout: clientTimeout, WriteTimeout: clientTimeout})
 		t.Cleanup(func() { rdb.Close() })
 		owner := fmt.Sprintf("c%d", i)
