@@ -21,7 +21,7 @@ func TestRedisStoreUnderFaults(t *testing.T) {
 		seed := uint64(time.Now().UnixNano())
 		name := fmt.Sprintf("h%d", i)
 		ops := r.history(t, name, realStore, *historyLen, false, seed).Operations()
-		res := Check(Rules{}, ops, time.Minute)
+		res := Check(storeRules, ops, time.Minute)
 		t.Logf("history %d (seed %d): %s", i, seed, res.Report())
 		if res.Verdict != porcupine.Ok {
 			paths, err := res.WriteHTML(artifactDir(t, true), name)
