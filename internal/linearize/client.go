@@ -13,7 +13,8 @@ import (
 // only place that maps Store calls and their results to model operations.
 //
 // ErrLeaseLost is a known outcome; any other error (timeout, reset
-// connection, Redis restarting) is unknown: the call may have run.
+// connection, Redis restarting) is unknown: the call may have run, unless
+// NotSent proves it never left the client.
 type Client struct {
 	ID    int
 	Store dedup.Store
@@ -24,6 +25,17 @@ type Client struct {
 	// it yet: when it has, Claim passes it here.
 	Delivery string
 	History  *History
+	// NotSent reports errors that prove the call never reached Redis
+	// (e.g. a refused dial with client retries off); such a call did not
+	// happen and is left out. Nil: every error is an unknown outcome.
+	NotSent func(error) bool
+}
+
+// lost records op's outcome as unknown, or drops it if it was never sent.
+func (c *Client) lost(op *Op, err error) {
+	if c.NotSent == nil || !c.NotSent(err) {
+		op.Lost()
+	}
 }
 
 // Claim calls Store.Claim.
@@ -32,7 +44,7 @@ func (c *Client) Claim(ctx context.Context, k dedup.Key, fp string, lease time.D
 		LeaseMs: lease.Milliseconds(), Owner: c.Owner, Delivery: c.Delivery})
 	cl, err := c.Store.Claim(ctx, k, fp, lease)
 	if err != nil {
-		op.Lost()
+		c.lost(op, err)
 		return cl, err
 	}
 	out := Output{Outcome: cl.Outcome, Owner: cl.Owner, Result: string(cl.Result), Fingerprint: cl.Fingerprint}
@@ -49,29 +61,29 @@ func (c *Client) Claim(ctx context.Context, k dedup.Key, fp string, lease time.D
 // Extend calls Store.Extend for one hold.
 func (c *Client) Extend(ctx context.Context, lease time.Duration, h dedup.Hold) error {
 	op := c.History.Begin(c.ID, Input{Kind: Extend, Key: h.Key.String(), LeaseMs: lease.Milliseconds(), Token: h.Token})
-	return recordFenced(op, c.Store.Extend(ctx, lease, h)[0])
+	return c.fenced(op, c.Store.Extend(ctx, lease, h)[0])
 }
 
 // Complete calls Store.Complete.
 func (c *Client) Complete(ctx context.Context, h dedup.Hold, result string) error {
 	op := c.History.Begin(c.ID, Input{Kind: Complete, Key: h.Key.String(), Token: h.Token, Value: result})
-	return recordFenced(op, c.Store.Complete(ctx, h, []byte(result)))
+	return c.fenced(op, c.Store.Complete(ctx, h, []byte(result)))
 }
 
 // Release calls Store.Release.
 func (c *Client) Release(ctx context.Context, h dedup.Hold, cause string) error {
 	op := c.History.Begin(c.ID, Input{Kind: Release, Key: h.Key.String(), Token: h.Token, Value: cause})
-	return recordFenced(op, c.Store.Release(ctx, h, cause))
+	return c.fenced(op, c.Store.Release(ctx, h, cause))
 }
 
-func recordFenced(op *Op, err error) error {
+func (c *Client) fenced(op *Op, err error) error {
 	switch {
 	case err == nil:
 		op.End(Output{})
 	case errors.Is(err, dedup.ErrLeaseLost):
 		op.End(Output{LeaseLost: true})
 	default:
-		op.Lost()
+		c.lost(op, err)
 	}
 	return err
 }
@@ -81,7 +93,7 @@ func (c *Client) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) 
 	op := c.History.Begin(c.ID, Input{Kind: Status, Key: k.String()})
 	r, err := c.Store.Status(ctx, k)
 	if err != nil {
-		op.Lost()
+		c.lost(op, err)
 		return r, err
 	}
 	g := Snapshot{State: r.State, Fingerprint: r.Fingerprint, Attempts: r.Attempts, Token: r.Token,

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -88,7 +89,7 @@ func (r *rig) history(t *testing.T, name string, mk newStore, length time.Durati
 		if i < proxied {
 			addr = r.px.Addr
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: *clientRetries, PoolSize: 2,
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: *clientRetries, PoolSize: 2, DialerRetries: 1,
 			DialTimeout: clientTimeout, ReadTimeout: clientTimeout, WriteTimeout: clientTimeout})
 		t.Cleanup(func() { rdb.Close() })
 		owner := fmt.Sprintf("c%d", i)
@@ -96,7 +97,11 @@ func (r *rig) history(t *testing.T, name string, mk newStore, length time.Durati
 		if err != nil {
 			t.Fatal(err)
 		}
-		clients = append(clients, &Client{ID: i, Store: st, Owner: owner, Delivery: owner, History: h})
+		c := &Client{ID: i, Store: st, Owner: owner, Delivery: owner, History: h}
+		if *clientRetries < 0 {
+			c.NotSent = refusedDial
+		}
+		clients = append(clients, c)
 	}
 	start := time.Now()
 	end := start.Add(length)
@@ -120,16 +125,19 @@ func work(c *Client, rng *rand.Rand, name string, start, end time.Time) {
 	for n := 0; time.Now().Before(end); n++ {
 		epoch := int(time.Since(start) / keyEpoch)
 		k := dedup.Key{Namespace: "lin", ID: fmt.Sprintf("%s-e%d-k%d", name, epoch, rng.IntN(keysPer))}
-		if again != nil {
-			// The same delivery comes back to the key whose call failed,
-			// as asynq redelivers a task: the re-entrant claim's case.
+		retry := again != nil
+		if retry {
+			// The same delivery comes back once to the key whose call
+			// failed, as asynq redelivers a task: the re-entrant claim's case.
 			k, again = *again, nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*clientTimeout)
 		err := act(ctx, c, rng, k, n)
 		cancel()
 		if err != nil && !errors.Is(err, dedup.ErrLeaseLost) {
-			again = &k
+			if !retry {
+				again = &k
+			}
 			time.Sleep(20 * time.Millisecond) // Redis unreachable: do not spin
 		}
 		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
@@ -206,6 +214,14 @@ func (r *rig) nemesis(t *testing.T, rng *rand.Rand, start, end time.Time) {
 		sleepRand(rng, 0, int(gap.Milliseconds()/2))
 		f()
 	}
+}
+
+// refusedDial: the client could not connect, so nothing was sent. Only
+// with client retries off: a retry's refused dial says nothing about the
+// first attempt.
+func refusedDial(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 func sleepRand(rng *rand.Rand, loMs, hiMs int) {
