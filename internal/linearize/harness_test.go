@@ -36,7 +36,15 @@ var (
 // they implement the protocol without it.
 var storeRules = Rules{}
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) {
+	// Dial failures are the faults at work; the histories record them.
+	redis.SetLogger(quiet{})
+	os.Exit(redistest.Main(m))
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // newStore builds the store under test for one client on rdb.
 type newStore func(rdb redis.UniversalClient, owner string) (dedup.Store, error)
