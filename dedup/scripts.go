@@ -20,8 +20,7 @@ func mustScript(name string) *redis.Script {
 var (
 	claimScript     = mustScript("claim.lua")
 	extendScript    = mustScript("extend.lua")
-	completeScript  = mustScript("complete.lua")
-	releaseScript   = mustScript("release.lua")
+	finishScript    = mustScript("finish.lua")
 	reserveScript   = mustScript("reserve.lua")
 	unreserveScript = mustScript("unreserve.lua")
 )
