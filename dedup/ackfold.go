@@ -124,9 +124,6 @@ func (f *ackFold) await(ctx context.Context, h Hold, result []byte) bool {
 	if !ok || !ok2 || len(result) > f.store.opts.MaxResultBytes {
 		return false
 	}
-	f.m.mu.Lock()
-	f.m.finishing[h] = true
-	f.m.mu.Unlock()
 	name := q + "\x00" + id
 	p := &pendingComplete{h: h, result: result}
 	f.mu.Lock()

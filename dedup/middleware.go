@@ -50,10 +50,11 @@ type Middleware struct {
 
 	mu        sync.Mutex
 	active    map[Hold]context.CancelCauseFunc
-	keys      map[Key]int    // claims being made or held by this process, per key
-	finishing map[Hold]bool  // handler done, completion on its way: never released
-	fold      *ackFold       // nil: each Complete is its own round trip
-	flights   sync.WaitGroup // completions retried in the background
+	keys      map[Key]int   // claims being made or held by this process, per key
+	finishing map[Hold]bool // handler done, completion on its way: never released
+	fold      *ackFold      // nil: each Complete is its own round trip
+	flights   int           // completions being retried in the background
+	landed    chan struct{} // closed when flights drops to 0, if Shutdown waits
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -187,6 +188,9 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 		return err
 	}
 	result := sink.b
+	m.mu.Lock()
+	m.finishing[h] = true // the effect happened: Shutdown must not release it
+	m.mu.Unlock()
 	if m.fold != nil && m.fold.await(ctx, h, result) {
 		// asynq's acknowledgement will carry the completion (ackfold.go);
 		// the hold stays tracked, so extended, until it is recorded.
@@ -253,12 +257,21 @@ func (m *Middleware) untrack(h Hold) {
 // completeLater records a finished run in the background, retrying while
 // the lease lasts, then lets the hold go. Shutdown waits for it.
 func (m *Middleware) completeLater(h Hold, result []byte) {
-	m.flights.Go(func() {
+	m.mu.Lock()
+	m.flights++
+	m.mu.Unlock()
+	go func() {
 		ctx, stop := context.WithTimeout(context.Background(), m.opts.Lease)
 		defer stop()
 		_ = m.complete(ctx, h, result) // the store reports the outcome
 		m.untrack(h)
-	})
+		m.mu.Lock()
+		if m.flights--; m.flights == 0 && m.landed != nil {
+			close(m.landed)
+			m.landed = nil
+		}
+		m.mu.Unlock()
+	}()
 }
 
 func (m *Middleware) heartbeat() {
@@ -307,11 +320,18 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 	if m.fold != nil {
 		m.fold.flush()
 	}
-	flown := make(chan struct{})
-	go func() { m.flights.Wait(); close(flown) }()
-	select {
-	case <-flown:
-	case <-ctx.Done():
+	m.mu.Lock()
+	var landed chan struct{}
+	if m.flights > 0 {
+		m.landed = make(chan struct{})
+		landed = m.landed
+	}
+	m.mu.Unlock()
+	if landed != nil {
+		select {
+		case <-landed:
+		case <-ctx.Done():
+		}
 	}
 	select {
 	case <-m.stop:
