@@ -1,9 +1,9 @@
 package dedup
 
-// This file is onceq's only coupling to asynq's internals: it recognises
-// asynq v0.26.0's acknowledgement scripts on the wire and sends the task's
-// Complete in the same pipeline, ahead of them, saving one round trip per
-// task. ackfold_test.go pins the assumption to go.mod's asynq version.
+// This file is onceq's only coupling to asynq's internals: the client asynq
+// is given recognises asynq v0.26.0's acknowledgement scripts and sends the
+// task's Complete in the same pipeline, ahead of them, saving one round trip
+// per task. ackfold_test.go pins the assumption to go.mod's asynq version.
 
 import (
 	"context"
@@ -55,39 +55,39 @@ var asynqVersion = func() string {
 	return ""
 }
 
-// FoldCompletes sends each completion in the same pipeline as asynq's own
+// FoldCompletes returns the client to give asynq.NewServerFromRedisClient
+// so that each completion goes in the same pipeline as asynq's own
 // acknowledgement of the task, Complete first: three round trips per task
-// instead of four. rdb must be the client given to
-// asynq.NewServerFromRedisClient and to this middleware's RedisStore; call
-// it before the server starts. It returns nil when folding is on, otherwise
-// why not (another asynq version, a Cluster client, another store), and
-// completions stay separate round trips.
+// instead of four. rdb must be this middleware's RedisStore's client; only
+// asynq's calls through the returned client are changed. When the fold's
+// assumptions do not hold (another asynq version, a Cluster client, another
+// store) it returns rdb itself and why: completions stay separate round trips.
+// Call it before the server starts.
 //
 // A completion waits at most wait (default 1s) for its acknowledgement, then
 // goes alone; one that fails is retried while the lease lasts, the hold kept
 // alive meanwhile; Shutdown sends what is still waiting.
-func (m *Middleware) FoldCompletes(rdb redis.UniversalClient, wait time.Duration) error {
+func (m *Middleware) FoldCompletes(rdb redis.UniversalClient, wait time.Duration) (redis.UniversalClient, error) {
 	if v := asynqVersion(); v != foldAsynqVersion {
 		if v == "" {
 			v = "unknown"
 		}
-		return fmt.Errorf("dedup: completes not folded into acks: asynq version %s, the fold is verified for %s", v, foldAsynqVersion)
+		return rdb, fmt.Errorf("dedup: completes not folded into acks: asynq version %s, the fold is verified for %s", v, foldAsynqVersion)
 	}
 	c, ok := rdb.(*redis.Client)
 	if !ok {
-		return fmt.Errorf("dedup: completes not folded into acks: %T (a Cluster pipeline does not keep Complete ahead of the ack)", rdb)
+		return rdb, fmt.Errorf("dedup: completes not folded into acks: %T (a Cluster pipeline does not keep Complete ahead of the ack)", rdb)
 	}
 	s, ok := m.store.(*RedisStore)
 	if !ok || s.rdb != rdb {
-		return errors.New("dedup: completes not folded into acks: the store is not a RedisStore on the same client")
+		return rdb, errors.New("dedup: completes not folded into acks: the store is not a RedisStore on the same client")
 	}
 	if wait <= 0 {
 		wait = time.Second
 	}
 	f := &ackFold{m: m, store: s, rdb: c, wait: wait, pending: map[string]*pendingComplete{}}
-	c.AddHook(f)
 	m.fold = f
-	return nil
+	return foldingClient{Client: c, f: f}, nil
 }
 
 // Folded is how many completions rode in an asynq acknowledgement.
@@ -96,6 +96,28 @@ func (m *Middleware) Folded() int64 {
 		return 0
 	}
 	return m.fold.folded.Load()
+}
+
+// foldingClient is the client asynq gets: asynq runs its scripts through
+// EvalSha (Eval after NOSCRIPT), so those are the only calls it changes.
+type foldingClient struct {
+	*redis.Client
+	f *ackFold
+}
+
+func (c foldingClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if p := c.f.match(sha, keys, args); p != nil {
+		return c.f.send(ctx, p, func(pl redis.Pipeliner) *redis.Cmd { return pl.EvalSha(ctx, sha, keys, args...) })
+	}
+	return c.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+func (c foldingClient) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	sum := sha1.Sum([]byte(script))
+	if p := c.f.match(hex.EncodeToString(sum[:]), keys, args); p != nil {
+		return c.f.send(ctx, p, func(pl redis.Pipeliner) *redis.Cmd { return pl.Eval(ctx, script, keys, args...) })
+	}
+	return c.Client.Eval(ctx, script, keys, args...)
 }
 
 type ackFold struct {
@@ -163,51 +185,38 @@ func (f *ackFold) flush() {
 	}
 }
 
-// match returns the completion waiting for cmd when cmd is asynq's
-// acknowledgement of its task.
-func (f *ackFold) match(cmd redis.Cmder) *pendingComplete {
-	name := cmd.Name()
-	if name != "evalsha" && name != "eval" {
+// match returns the completion waiting for asynq's acknowledgement of a
+// task, if sha, keys and args are one.
+func (f *ackFold) match(sha string, keys []string, args []any) *pendingComplete {
+	if !ackScripts[sha] || len(keys) == 0 || len(args) == 0 {
 		return nil
 	}
-	args := cmd.Args()
-	if len(args) < 5 {
-		return nil
-	}
-	script, _ := args[1].(string)
-	if name == "eval" {
-		sum := sha1.Sum([]byte(script))
-		script = hex.EncodeToString(sum[:])
-	}
-	n, _ := args[2].(int)
-	if !ackScripts[script] || n < 1 || len(args) < 4+n {
-		return nil
-	}
-	active, _ := args[3].(string)
-	q, ok := strings.CutPrefix(active, "asynq:{")
+	q, ok := strings.CutPrefix(keys[0], "asynq:{")
 	q, ok2 := strings.CutSuffix(q, "}:active")
-	id, _ := args[3+n].(string)
+	id, _ := args[0].(string)
 	if !ok || !ok2 || id == "" {
 		return nil
 	}
-	key := q + "\x00" + id
+	name := q + "\x00" + id
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := f.pending[key]
+	p := f.pending[name]
 	if p == nil || !p.timer.Stop() {
-		return nil
+		return nil // none, or its timer already sent it alone
 	}
-	delete(f.pending, key)
+	delete(f.pending, name)
 	return p
 }
 
-// send runs the completion and asynq's acknowledgement in one pipeline.
-func (f *ackFold) send(ctx context.Context, ack redis.Cmder, p *pendingComplete) error {
+// send runs the completion and then asynq's acknowledgement (built by ack)
+// in one pipeline, and returns the acknowledgement's reply to asynq.
+func (f *ackFold) send(ctx context.Context, p *pendingComplete, ack func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
 	keys, args := f.store.completeArgs(p.h, p.result)
-	var done *redis.Cmd
+	var done, acked *redis.Cmd
 	_, _ = f.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		done = finishScript.EvalSha(ctx, pl, keys, args...)
-		return pl.Process(ctx, ack)
+		acked = ack(pl)
+		return nil
 	})
 	n, err := done.Int64()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -221,20 +230,5 @@ func (f *ackFold) send(ctx context.Context, ack redis.Cmder, p *pendingComplete)
 	} else {
 		f.m.untrack(p.h)
 	}
-	return ack.Err()
-}
-
-func (f *ackFold) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (f *ackFold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if p := f.match(cmd); p != nil {
-			return f.send(ctx, cmd, p)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (f *ackFold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return acked
 }

@@ -59,10 +59,11 @@
 //
 // # Three round trips per task
 //
-// With Middleware.FoldCompletes, a finished run's Complete is not sent on its
-// own: it waits (at most a second) for asynq's acknowledgement of the task
-// and goes in the same pipeline, ahead of it (ackfold.go, the one file that
-// knows asynq's internals, verified for one asynq release). A task then costs
+// Give asynq the client Middleware.FoldCompletes returns, and a finished
+// run's Complete is not sent on its own: it waits (at most a second) for
+// asynq's acknowledgement of the task and goes in the same pipeline, ahead of
+// it (ackfold.go, the one file that knows asynq's internals, verified for one
+// asynq release). A task then costs
 // asynq's dequeue, the claim and the folded acknowledgement. The handler's
 // hold stays alive until the completion is recorded; a completion that fails
 // is retried while the lease lasts, and Shutdown sends what still waits. The

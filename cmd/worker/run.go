@@ -87,10 +87,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	defer closeDeps()
 
 	// One round trip less per task where asynq's acknowledgement is known.
-	if err := mw.FoldCompletes(rdb, 0); err != nil {
+	asynqRDB, err := mw.FoldCompletes(rdb, 0)
+	if err != nil {
 		log.Info("completions sent apart from asynq's acknowledgements", zap.Error(err))
 	}
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+	srv := asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
 		Concurrency:     cfg.Concurrency,
 		Queues:          cfg.Queues,
 		StrictPriority:  cfg.StrictPriority,
