@@ -90,6 +90,8 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	asynqRDB, err := mw.FoldCompletes(rdb, 0)
 	if err != nil {
 		log.Info("completions sent apart from asynq's acknowledgements", zap.Error(err))
+	} else {
+		log.Info("completions folded into asynq's acknowledgements")
 	}
 	srv := asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
 		Concurrency:     cfg.Concurrency,
