@@ -18,12 +18,60 @@
 //	                          |                   \--Release---> failed(cause)
 //	                          \-- lease expires: the next Claim takes over
 //
-// Claim is one Lua call that answers Acquired (with a fencing token),
-// Duplicate (done, with the stored result), InProgress (a live lease, with its
-// end) or Mismatch (the key was claimed with another payload fingerprint).
-// Extend, Complete and Release succeed only for the current token; a worker
-// whose lease was taken over gets ErrLeaseLost and writes nothing. Tokens grow
-// with Redis's clock, so even a token from an expired record never matches.
+// The record is one Redis string (layout in record.go). A first Claim is a
+// single SET NX PX GET: it writes the running record, or returns the one that
+// is there, which already answers Duplicate (done, with the stored result)
+// or Mismatch (the key was claimed with another payload fingerprint). Only a
+// running or failed record needs a Lua call (claim.lua), which answers
+// Acquired, InProgress (a live lease, with its end) or Mismatch. Extend,
+// Complete and Release are compare-and-set scripts: they write only while the
+// record still starts with the hold's state, token and owner; a worker whose
+// lease was taken over gets ErrLeaseLost and writes nothing.
+//
+// Leases run on Redis's clock alone: a running record lives lease + grace
+// (FailedTTL), and its lease is live while its PTTL exceeds the grace. Extend
+// pushes the PTTL.
+//
+// # Tokens and clocks
+//
+// A record's first token is the claiming worker's clock in µs, strictly
+// increasing within the process; every later claim of the record takes
+// max(stored + 1, its own clock), so within a record's life tokens always
+// grow. Across the record's expiry (or Forget) they grow as long as worker
+// clocks disagree by less than the record lived (at least lease + grace,
+// an hour by default). Clock skew beyond that can make a later token smaller
+// than a forgotten one; that matters only to a downstream that orders tokens.
+// It can never let a stale holder write: the compare-and-set matches token
+// and owner together. The owner names one process start (host/pid/boot id,
+// or the boot id plus an asynq task id), within which tokens are strictly
+// increasing, so no two such holds of a key are ever equal. An owner shared
+// by processes (an API delivery id) adds only the chance that two clocks
+// yield the same µs for the same key across an expiry. Skew cannot stretch or shorten a lease
+// either: lease ends are Redis's TTLs. The worker's clock stamps only
+// first-seen, updated and completed times.
+//
+// # Re-entrant claims
+//
+// A claim made under WithDelivery(ctx, id) is re-entrant for id: when its
+// reply was lost (the record says running, owned by id, with a live lease),
+// the same delivery claims again at once with a fresh token, fencing out the
+// lost one; any other delivery still sees InProgress. The middleware names a
+// delivery by the process's boot id and the asynq task id, and refuses a
+// re-entry while the key is running in this process, so a redelivery that
+// overlaps a live run never takes it over.
+//
+// # Three round trips per task
+//
+// Give asynq the client Middleware.FoldCompletes returns, and a finished
+// run's Complete is not sent on its own: it waits (at most a second) for
+// asynq's acknowledgement of the task and goes in the same pipeline, ahead of
+// it (ackfold.go, the one file that knows asynq's internals, verified for one
+// asynq release). A task then costs
+// asynq's dequeue, the claim and the folded acknowledgement. The handler's
+// hold stays alive until the completion is recorded; a completion that fails
+// is retried while the lease lasts, and Shutdown sends what still waits. The
+// fold turns itself down at start-up (another asynq version, a Cluster client)
+// and completions go alone as before.
 //
 // TTLs: a running record lives lease + FailedTTL, a done record DoneTTL (24 h
 // by default), a failed record FailedTTL (1 h). A failed record is visible to

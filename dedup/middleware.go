@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,10 +48,15 @@ type Middleware struct {
 	store Store
 	opts  MiddlewareOptions
 
-	mu     sync.Mutex
-	active map[Hold]context.CancelCauseFunc
-	stop   chan struct{}
-	done   chan struct{}
+	mu        sync.Mutex
+	active    map[Hold]context.CancelCauseFunc
+	keys      map[Key]int   // claims being made or held by this process, per key
+	finishing map[Hold]bool // handler done, completion on its way: never released
+	fold      *ackFold      // nil: each Complete is its own round trip
+	flights   int           // completions being retried in the background
+	landed    chan struct{} // closed when flights drops to 0, if Shutdown waits
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // NewMiddleware starts the heartbeat loop; call Shutdown after the asynq
@@ -69,6 +75,7 @@ func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
 		return nil, fmt.Errorf("dedup: heartbeat %v must be positive and below the lease %v", opts.Heartbeat, opts.Lease)
 	}
 	m := &Middleware{store: store, opts: opts, active: map[Hold]context.CancelCauseFunc{},
+		keys: map[Key]int{}, finishing: map[Hold]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go m.heartbeat()
 	return m, nil
@@ -83,10 +90,10 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 			m.opts.Observer(ctx, Decision{Op: OpClaim, Key: Key{Namespace: t.Type()}, Outcome: OutcomeBadPayload, Reason: err.Error()})
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		}
-		c, err := m.store.Claim(ctx, k, fp, m.opts.Lease)
+		c, err := m.claim(ctx, k, fp)
 		if err == nil && c.Outcome == Mismatch && SameFingerprint(fp, c.Fingerprint) {
 			// The record spells this payload's fingerprint as an older producer did (hex).
-			c, err = m.store.Claim(ctx, k, c.Fingerprint, m.opts.Lease)
+			c, err = m.claim(ctx, k, c.Fingerprint)
 		}
 		if err != nil {
 			return err // Redis trouble: asynq retries
@@ -106,6 +113,36 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 	})
 }
 
+// claim takes k for this delivery: the asynq task id plus the process's boot
+// id, so a claim whose reply was lost is re-taken at once by the retry of the
+// same task. While this process already claims or runs k, the claim is made
+// without a delivery: a redelivery overlapping a live run must see InProgress,
+// not take the run over. A successful claim stays counted in m.keys until
+// its hold is untracked.
+func (m *Middleware) claim(ctx context.Context, k Key, fp string) (Claim, error) {
+	m.mu.Lock()
+	busy := m.keys[k] > 0
+	m.keys[k]++
+	m.mu.Unlock()
+	cctx := ctx
+	if id, ok := asynq.GetTaskID(ctx); ok && !busy {
+		cctx = WithDelivery(ctx, bootOwner+"/"+strings.ReplaceAll(id, "|", "_"))
+	}
+	c, err := m.store.Claim(cctx, k, fp, m.opts.Lease)
+	if err != nil || c.Outcome != Acquired {
+		m.mu.Lock()
+		m.dropKey(k)
+		m.mu.Unlock()
+	}
+	return c, err
+}
+
+func (m *Middleware) dropKey(k Key) {
+	if m.keys[k]--; m.keys[k] <= 0 {
+		delete(m.keys, k)
+	}
+}
+
 func (m *Middleware) keyOf(ctx context.Context, t *asynq.Task, o TypeOptions) (Key, string, error) {
 	ns := o.Namespace
 	if ns == "" {
@@ -122,7 +159,12 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	defer cancel(nil)
 	hctx, sink := withResultSink(hctx)
 	m.track(h, cancel)
-	defer m.untrack(h)
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			m.untrack(h)
+		}
+	}()
 
 	// Bookkeeping outlives the task's context: a handler that finished must
 	// be recorded even if asynq is cancelling it, for as long as the claim
@@ -149,6 +191,20 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 		return err
 	}
 	result := sink.b
+	m.mu.Lock()
+	m.finishing[h] = true // the effect happened: Shutdown must not release it
+	m.mu.Unlock()
+	if m.fold != nil && m.fold.await(ctx, h, result) {
+		// asynq's acknowledgement will carry the completion (ackfold.go);
+		// the hold stays tracked, so extended, until it is recorded.
+		handedOff = true
+		if o.WriteResult && len(result) > 0 {
+			if w := t.ResultWriter(); w != nil {
+				_, _ = w.Write(result)
+			}
+		}
+		return nil
+	}
 	if err := m.complete(bg, h, result); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			return nil // another worker took the key over; it decides
@@ -193,8 +249,32 @@ func (m *Middleware) track(h Hold, cancel context.CancelCauseFunc) {
 
 func (m *Middleware) untrack(h Hold) {
 	m.mu.Lock()
-	delete(m.active, h)
+	if _, ok := m.active[h]; ok {
+		delete(m.active, h)
+		delete(m.finishing, h)
+		m.dropKey(h.Key)
+	}
 	m.mu.Unlock()
+}
+
+// completeLater records a finished run in the background, retrying while
+// the lease lasts, then lets the hold go. Shutdown waits for it.
+func (m *Middleware) completeLater(h Hold, result []byte) {
+	m.mu.Lock()
+	m.flights++
+	m.mu.Unlock()
+	go func() {
+		ctx, stop := context.WithTimeout(context.Background(), m.opts.Lease)
+		defer stop()
+		_ = m.complete(ctx, h, result) // the store reports the outcome
+		m.untrack(h)
+		m.mu.Lock()
+		if m.flights--; m.flights == 0 && m.landed != nil {
+			close(m.landed)
+			m.landed = nil
+		}
+		m.mu.Unlock()
+	}()
 }
 
 func (m *Middleware) heartbeat() {
@@ -235,7 +315,27 @@ func (m *Middleware) heartbeat() {
 // running (asynq pushed their tasks back after its ShutdownTimeout), so the
 // next delivery can claim at once instead of waiting out the lease. A cut-off
 // handler that finishes later is fenced out.
+//
+// Completions still waiting for asynq's acknowledgement are sent first, and
+// the ones being retried are waited for (up to ctx), while the heartbeat
+// still extends their leases.
 func (m *Middleware) Shutdown(ctx context.Context) error {
+	if m.fold != nil {
+		m.fold.flush()
+	}
+	m.mu.Lock()
+	var landed chan struct{}
+	if m.flights > 0 {
+		m.landed = make(chan struct{})
+		landed = m.landed
+	}
+	m.mu.Unlock()
+	if landed != nil {
+		select {
+		case <-landed:
+		case <-ctx.Done():
+		}
+	}
 	select {
 	case <-m.stop:
 	default:
@@ -245,7 +345,9 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	cut := make(map[Hold]context.CancelCauseFunc, len(m.active))
 	for h, c := range m.active {
-		cut[h] = c
+		if !m.finishing[h] { // a finished run is never released
+			cut[h] = c
+		}
 	}
 	m.mu.Unlock()
 	var errs []error

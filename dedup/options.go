@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -19,7 +18,9 @@ type Options struct {
 	FailedTTL time.Duration
 	// MaxResultBytes caps a stored result. Default: 64 KiB.
 	MaxResultBytes int
-	// Owner names this process in running records. Default: hostname/pid.
+	// Owner names this process in running records claimed without a
+	// delivery (WithDelivery). It must not contain '|'. Default:
+	// hostname/pid/boot id, unique to this process start.
 	Owner string
 	// Observer sees every decision. Default: none.
 	Observer Observer
@@ -36,8 +37,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxResultBytes = 64 << 10
 	}
 	if o.Owner == "" {
-		host, _ := os.Hostname()
-		o.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
+		o.Owner = bootOwner
 	}
 	if o.Observer == nil {
 		o.Observer = func(context.Context, Decision) {}
@@ -47,6 +47,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("dedup: DoneTTL must be at least 1ms")
 	case o.FailedTTL < time.Millisecond:
 		return o, errors.New("dedup: FailedTTL must be at least 1ms")
+	case checkField("owner", o.Owner) != nil:
+		return o, fmt.Errorf("dedup: %w", checkField("Owner", o.Owner))
 	case o.MaxResultBytes < 0:
 		return o, errors.New("dedup: MaxResultBytes must not be negative")
 	}

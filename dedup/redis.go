@@ -43,19 +43,46 @@ func (s *RedisStore) runningTTL(lease time.Duration) int64 {
 	return (lease + s.opts.FailedTTL).Milliseconds()
 }
 
-// Claim implements Store.
+// Claim implements Store. The common case, no record yet, is one plain
+// SET NX PX GET that writes the running record; the existing record it
+// returns answers a duplicate or a mismatch at once. Only a running or
+// failed record needs claim.lua.
 func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration) (Claim, error) {
 	if lease < time.Millisecond {
 		return Claim{}, fmt.Errorf("dedup: claim %q: lease %v below 1ms", k.String(), lease)
 	}
-	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k)},
-		fingerprint, lease.Milliseconds(), s.opts.Owner, s.runningTTL(lease)).Slice()
-	if err != nil {
-		return Claim{}, s.fail(ctx, OpClaim, k, err)
+	owner, reentrant := DeliveryFromContext(ctx)
+	if !reentrant {
+		owner = s.opts.Owner
 	}
-	c, err := parseClaim(k, v)
-	if err != nil {
+	if err := errors.Join(checkField("fingerprint", fingerprint), checkField("delivery", owner)); err != nil {
+		return Claim{}, fmt.Errorf("dedup: claim %q: %w", k.String(), err)
+	}
+	tok, now := nextToken(), time.Now().UnixMilli()
+	key := recordKey(k)
+	set := func() (string, error) {
+		return s.rdb.SetArgs(ctx, key, packRunning(tok, owner, 1, now, fingerprint, now, s.opts.FailedTTL),
+			redis.SetArgs{Mode: "NX", TTL: lease + s.opts.FailedTTL, Get: true}).Result()
+	}
+	old, err := set()
+	if s.upgraded(ctx, key, err) {
+		old, err = set()
+	}
+	var c Claim
+	switch {
+	case errors.Is(err, redis.Nil): // written: ours
+		c = Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: tok, Owner: owner}, Attempt: 1,
+			LeaseUntil: time.Now().Add(lease)}
+	case err != nil:
 		return Claim{}, s.fail(ctx, OpClaim, k, err)
+	default:
+		c, err = s.decide(k, fingerprint, old, -1)
+		if err == nil && c.Outcome == 0 {
+			c, err = s.claimSlow(ctx, k, fingerprint, owner, reentrant, tok, now, lease)
+		}
+		if err != nil {
+			return Claim{}, s.fail(ctx, OpClaim, k, err)
+		}
 	}
 	switch c.Outcome {
 	case Acquired:
@@ -71,24 +98,55 @@ func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 	return c, nil
 }
 
-func parseClaim(k Key, v []any) (Claim, error) {
-	if len(v) == 0 {
-		return Claim{}, errors.New("empty reply")
+// upgraded rewrites a record of the first layout (a hash, written before
+// the packed string) when err says the key held one, and reports whether it
+// did: a job done before an upgrade stays done.
+func (s *RedisStore) upgraded(ctx context.Context, key string, err error) bool {
+	if err == nil || !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return false
 	}
-	code, _ := v[0].(int64)
+	n, uerr := upgradeScript.Run(ctx, s.rdb, []string{key}).Int64()
+	return uerr == nil && n == 1
+}
+
+// decide answers a claim from a record it did not acquire. pttl < 0 means
+// unknown: a running or failed record then needs claim.lua (Outcome 0).
+func (s *RedisStore) decide(k Key, fingerprint, v string, pttl int64) (Claim, error) {
+	p, err := unpack(v)
+	if err != nil {
+		return Claim{}, err
+	}
 	switch {
-	case code == 1 && len(v) == 4:
-		return Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: asInt(v[1])},
-			Attempt: int(asInt(v[2])), LeaseUntil: time.UnixMilli(asInt(v[3]))}, nil
-	case code == 2 && len(v) == 3:
-		res, _ := v[1].(string)
-		return Claim{Outcome: Duplicate, Result: []byte(res), CompletedAt: time.UnixMilli(asInt(v[2]))}, nil
-	case code == 3 && len(v) == 3:
-		own, _ := v[2].(string)
-		return Claim{Outcome: InProgress, LeaseUntil: time.UnixMilli(asInt(v[1])), Owner: own}, nil
-	case code == 4 && len(v) == 2:
-		fp, _ := v[1].(string)
-		return Claim{Outcome: Mismatch, Fingerprint: fp}, nil
+	case p.mismatch(fingerprint):
+		return Claim{Outcome: Mismatch, Fingerprint: p.fp}, nil
+	case p.state == 'd':
+		return Claim{Outcome: Duplicate, Result: []byte(p.tail), CompletedAt: time.UnixMilli(p.updated)}, nil
+	case pttl < 0:
+		return Claim{}, nil
+	case p.state == 'r':
+		left := time.Duration(pttl)*time.Millisecond - p.grace()
+		return Claim{Outcome: InProgress, LeaseUntil: time.Now().Add(left), Owner: p.owner}, nil
+	}
+	return Claim{}, fmt.Errorf("claim.lua declined a %c record", p.state)
+}
+
+func (s *RedisStore) claimSlow(ctx context.Context, k Key, fingerprint, owner string, reentrant bool, tok, now int64, lease time.Duration) (Claim, error) {
+	again := "0"
+	if reentrant {
+		again = "1"
+	}
+	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k)}, fingerprint, owner, tok, now,
+		lease.Milliseconds(), s.opts.FailedTTL.Milliseconds(), again).Slice()
+	if err != nil {
+		return Claim{}, err
+	}
+	if len(v) == 4 && asInt(v[0]) == 1 {
+		return Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: asInt(v[1]), Owner: owner},
+			Attempt: int(asInt(v[2])), LeaseUntil: time.Now().Add(lease)}, nil
+	}
+	if len(v) == 3 && asInt(v[0]) == 0 {
+		rec, _ := v[1].(string)
+		return s.decide(k, fingerprint, rec, asInt(v[2]))
 	}
 	return Claim{}, fmt.Errorf("unexpected reply %v", v)
 }
@@ -111,11 +169,11 @@ func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...H
 	if len(holds) == 0 {
 		return errs
 	}
+	ttl := s.runningTTL(lease)
 	cmds := make([]*redis.Cmd, len(holds))
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range holds {
-			cmds[i] = extendScript.EvalSha(ctx, p, []string{recordKey(h.Key)},
-				h.Token, lease.Milliseconds(), s.runningTTL(lease))
+			cmds[i] = extendScript.EvalSha(ctx, p, []string{recordKey(h.Key)}, holderPrefix(h), ttl)
 		}
 		return nil
 	})
@@ -124,8 +182,7 @@ func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...H
 	for i, h := range holds {
 		n, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			n, err = extendScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
-				h.Token, lease.Milliseconds(), s.runningTTL(lease)).Int64()
+			n, err = extendScript.Run(ctx, s.rdb, []string{recordKey(h.Key)}, holderPrefix(h), ttl).Int64()
 		}
 		switch {
 		case err != nil:
@@ -146,15 +203,22 @@ func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte) error 
 		return fmt.Errorf("dedup: complete %q: %d bytes over %d: %w",
 			h.Key.String(), len(result), s.opts.MaxResultBytes, ErrResultTooLarge)
 	}
-	n, err := completeScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
-		h.Token, result, s.opts.DoneTTL.Milliseconds()).Int64()
+	keys, args := s.completeArgs(h, result)
+	n, err := finishScript.Run(ctx, s.rdb, keys, args...).Int64()
 	return s.finish(ctx, OpComplete, OutcomeCompleted, h, n, err)
+}
+
+// completeArgs are finish.lua's keys and arguments for a completion, sent
+// alone or with asynq's acknowledgement (ackfold.go).
+func (s *RedisStore) completeArgs(h Hold, result []byte) ([]string, []any) {
+	return []string{recordKey(h.Key)},
+		[]any{holderPrefix(h), "d", time.Now().UnixMilli(), result, s.opts.DoneTTL.Milliseconds()}
 }
 
 // Release implements Store.
 func (s *RedisStore) Release(ctx context.Context, h Hold, cause string) error {
-	n, err := releaseScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
-		h.Token, cause, s.opts.FailedTTL.Milliseconds()).Int64()
+	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+		holderPrefix(h), "f", time.Now().UnixMilli(), cause, s.opts.FailedTTL.Milliseconds()).Int64()
 	return s.finish(ctx, OpRelease, OutcomeReleased, h, n, err)
 }
 
@@ -172,39 +236,47 @@ func (s *RedisStore) finish(ctx context.Context, op Op, ok Outcome, h Hold, n in
 
 // Status implements Store.
 func (s *RedisStore) Status(ctx context.Context, k Key) (Record, error) {
-	var all *redis.MapStringStringCmd
+	var get *redis.StringCmd
 	var ttl *redis.DurationCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		all = p.HGetAll(ctx, recordKey(k))
-		ttl = p.PTTL(ctx, recordKey(k))
-		return nil
-	})
+	read := func() error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			get = p.Get(ctx, recordKey(k))
+			ttl = p.PTTL(ctx, recordKey(k))
+			return nil
+		})
+		return err
+	}
+	err := read()
+	if s.upgraded(ctx, recordKey(k), err) {
+		err = read()
+	}
+	r := Record{Key: k, State: StateAbsent}
+	if errors.Is(err, redis.Nil) {
+		return r, nil
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("dedup: status %q: %w", k.String(), err)
 	}
-	m := all.Val()
-	r := Record{Key: k, State: StateAbsent}
-	if len(m) == 0 {
-		return r, nil
+	p, err := unpack(get.Val())
+	if err != nil {
+		return Record{}, fmt.Errorf("dedup: status %q: %w", k.String(), err)
 	}
-	ms := func(f string) time.Time {
-		if n := asInt(m[f]); n > 0 {
-			return time.UnixMilli(n)
-		}
-		return time.Time{}
-	}
-	r.State = State(m["st"])
-	r.Fingerprint = m["fp"]
-	r.Attempts = int(asInt(m["att"]))
-	r.Token = asInt(m["tok"])
-	r.Owner = m["own"]
-	if res, ok := m["res"]; ok {
-		r.Result = []byte(res)
-	}
-	r.Error = m["err"]
-	r.FirstSeen, r.UpdatedAt, r.CompletedAt, r.LeaseUntil = ms("fs"), ms("ua"), ms("ca"), ms("lu")
+	r.Fingerprint, r.Attempts, r.Token, r.Owner = p.fp, p.attempts, p.token, p.owner
+	r.FirstSeen, r.UpdatedAt = time.UnixMilli(p.firstSeen), time.UnixMilli(p.updated)
 	if d := ttl.Val(); d > 0 {
 		r.ExpiresIn = d
+	}
+	switch p.state {
+	case 'r':
+		r.State = StateRunning
+		r.LeaseUntil = time.Now().Add(r.ExpiresIn - p.grace())
+	case 'd':
+		r.State = StateDone
+		r.Result = []byte(p.tail)
+		r.CompletedAt = r.UpdatedAt
+	case 'f':
+		r.State = StateFailed
+		r.Error = p.tail
 	}
 	return r, nil
 }

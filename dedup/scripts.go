@@ -20,8 +20,8 @@ func mustScript(name string) *redis.Script {
 var (
 	claimScript     = mustScript("claim.lua")
 	extendScript    = mustScript("extend.lua")
-	completeScript  = mustScript("complete.lua")
-	releaseScript   = mustScript("release.lua")
+	finishScript    = mustScript("finish.lua")
+	upgradeScript   = mustScript("upgrade.lua")
 	reserveScript   = mustScript("reserve.lua")
 	unreserveScript = mustScript("unreserve.lua")
 )

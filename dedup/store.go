@@ -20,9 +20,11 @@ var (
 )
 
 // Store is the idempotency record and window engine. Every method is one
-// atomic Redis call (Extend pipelines one call per hold).
+// atomic Redis call (Extend pipelines one call per hold; a Claim that finds a
+// running or failed record makes a second).
 type Store interface {
 	// Claim takes the key for one run. fingerprint "" skips the mismatch check.
+	// A ctx from WithDelivery makes the claim re-entrant for that delivery.
 	Claim(ctx context.Context, key Key, fingerprint string, lease time.Duration) (Claim, error)
 	// Extend pushes the lease of each hold to now+lease; the i-th error is
 	// nil, ErrLeaseLost or a Redis failure for holds[i].
@@ -71,10 +73,13 @@ func (o ClaimOutcome) String() string {
 }
 
 // Hold is the right to finish one run of a key. Token is a fencing token: it
-// grows with every acquisition, and only the current one may write.
+// grows with every acquisition, and only the current one may write. Owner is
+// who claimed it (the delivery, or the store's Owner); token and owner
+// together must match the record, so a hold is unique even across clocks.
 type Hold struct {
 	Key   Key
 	Token int64
+	Owner string
 }
 
 // Claim is the result of Store.Claim.
@@ -122,4 +127,23 @@ type Reservation struct {
 	// Holder and RetryAfter describe the window that blocked the caller.
 	Holder     string
 	RetryAfter time.Duration
+}
+
+type deliveryKey struct{}
+
+// WithDelivery returns a context whose claims are made by one delivery of a
+// job, named id: an asynq task id plus this process's boot id (the middleware
+// does this), or an API request's principal + key + fingerprint. A claim by
+// the same delivery whose reply was lost (network cut, timeout) is taken again
+// at once, with a fresh token, instead of waiting out the lease; any other
+// delivery still sees InProgress. id must be unique to one delivery: two live
+// runs sharing it would both hold the key. It must not contain '|'.
+func WithDelivery(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, id)
+}
+
+// DeliveryFromContext returns the delivery set by WithDelivery.
+func DeliveryFromContext(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(deliveryKey{}).(string)
+	return id, ok && id != ""
 }

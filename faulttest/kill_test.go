@@ -57,7 +57,7 @@ func TestKillNineMidHandler(t *testing.T) {
 	}
 	for _, j := range []tasks.Job{pay, mail} {
 		rec := r.status(j.Key)
-		if rec.Attempts != 2 || rec.Owner != b.owner() {
+		if rec.Attempts != 2 || !b.owns(rec) {
 			t.Errorf("%s: attempts %d by %q, want 2 by worker B %q", j.Key, rec.Attempts, rec.Owner, b.owner())
 		}
 		info, err := r.insp.GetTaskInfo(j.Queue, j.Key.String())

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -202,6 +203,12 @@ func (w *worker) pid() int { return w.cmd.Process.Pid }
 func (w *worker) owner() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s/%d", host, w.pid())
+}
+
+// owns reports whether a record's owner is this worker process: records
+// name host/pid/boot id, then the asynq task id of the delivery.
+func (w *worker) owns(rec dedup.Record) bool {
+	return strings.HasPrefix(rec.Owner, w.owner()+"/")
 }
 
 func (w *worker) exited() bool {

@@ -2,7 +2,6 @@ package faulttest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -181,11 +180,17 @@ func (r *rig) running() ([]string, error) {
 	var out []string
 	iter := r.rdb.Scan(ctx, 0, "onceq:*:rec", 500).Iterator()
 	for iter.Next(ctx) {
-		st, err := r.rdb.HGet(ctx, iter.Val(), "st").Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		// The record's layout is the store's business: ask it.
+		name := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), "onceq:{"), "}:rec")
+		k, err := dedup.ParseKey(name)
+		if err != nil {
 			return nil, err
 		}
-		if st == string(dedup.StateRunning) {
+		rec, err := r.store.Status(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if rec.State == dedup.StateRunning {
 			out = append(out, iter.Val())
 		}
 	}

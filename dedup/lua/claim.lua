@@ -1,43 +1,48 @@
--- Claim an idempotency key for one run.
--- KEYS[1] -> onceq:{ns/id}:rec, the record hash
+-- Claim a key whose record exists (the first claim is a plain SET NX PX GET).
+-- KEYS[1] -> onceq:{ns/id}:rec, the packed record (see record.go)
 -- ARGV[1] -> fingerprint of the payload ("" skips the mismatch check)
--- ARGV[2] -> lease in ms
--- ARGV[3] -> owner (host/pid of the claiming worker)
--- ARGV[4] -> record TTL while running, in ms (lease + grace)
+-- ARGV[2] -> owner: the delivery making the claim
+-- ARGV[3] -> proposed token (the worker's clock in µs)
+-- ARGV[4] -> now in ms, worker's clock (first seen / updated stamps only)
+-- ARGV[5] -> lease in ms
+-- ARGV[6] -> grace in ms: how long a running record outlives its lease
+-- ARGV[7] -> "1" when the claim is re-entrant for its owner (same delivery)
 -- Returns:
---   {1, token, attempt, lease_until_ms}  acquired
---   {2, result, completed_at_ms}         duplicate: done
---   {3, lease_until_ms, owner}           in progress: another lease is live
---   {4, stored_fingerprint}              mismatch
--- Time is Redis's own (TIME), so every worker agrees on lease deadlines.
--- Tokens are max(previous + 1, now in µs): they grow even after the record
--- expired, so a stale holder can never match a later token.
-local t = redis.call('TIME')
-local now_ms = t[1] * 1000 + math.floor(t[2] / 1000)
-local now_us = t[1] * 1000000 + t[2]
-local rec = redis.call('HMGET', KEYS[1], 'st', 'tok', 'lu', 'fp', 'res', 'ca', 'own', 'att')
-local st = rec[1]
-if st then
-  if ARGV[1] ~= '' and rec[4] and rec[4] ~= '' and rec[4] ~= ARGV[1] then
-    return {4, rec[4]}
+--   {1, token, attempt, first_seen_ms}  acquired
+--   {0, record, pttl_ms}                not acquired: done, mismatch or a live lease
+-- A running record's lease is live while PTTL > its grace (the last field):
+-- Redis's clock alone decides. Tokens are max(stored + 1, proposed).
+local tok, att, fs, fp = tonumber(ARGV[3]), 1, ARGV[4], ARGV[1]
+local v = redis.call('GET', KEYS[1])
+if v then
+  local st, otok, own, oatt, ofs, ofp, _, tail =
+    string.match(v, '^(%a)|(%d+)|([^|]*)|(%d+)|(%d+)|([^|]*)|(%d+)|(.*)$')
+  if not st then
+    return redis.error_reply('ERR onceq: unreadable record')
   end
-  if st == 'done' then
-    return {2, rec[5] or '', tonumber(rec[6]) or 0}
+  local pttl = redis.call('PTTL', KEYS[1])
+  if ARGV[1] ~= '' and ofp ~= '' and ofp ~= ARGV[1] then
+    return {0, v, pttl}
   end
-  if st == 'running' and (tonumber(rec[3]) or 0) > now_ms then
-    return {3, tonumber(rec[3]), rec[7] or ''}
+  if st == 'd' then
+    return {0, v, pttl}
+  end
+  local live = st == 'r' and pttl > tonumber(tail)
+  local again = live and ARGV[7] == '1' and own == ARGV[2]
+  if live and not again then
+    return {0, v, pttl}
+  end
+  tok = math.max(tonumber(otok) + 1, tok)
+  att = tonumber(oatt)
+  if not again then
+    att = att + 1
+  end
+  fs = ofs
+  if fp == '' then
+    fp = ofp
   end
 end
-local tok = math.max((tonumber(rec[2]) or 0) + 1, now_us)
-local lu = now_ms + tonumber(ARGV[2])
-local att = (tonumber(rec[8]) or 0) + 1
-redis.call('HSET', KEYS[1],
-  'st', 'running', 'tok', string.format('%.0f', tok), 'lu', string.format('%.0f', lu),
-  'own', ARGV[3], 'att', att, 'ua', string.format('%.0f', now_ms))
-if not st then
-  redis.call('HSET', KEYS[1], 'fs', string.format('%.0f', now_ms), 'fp', ARGV[1])
-elseif ARGV[1] ~= '' then
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1])
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {1, tok, att, lu}
+redis.call('SET', KEYS[1],
+  string.format('r|%.0f|%s|%d|%s|%s|%s|%s', tok, ARGV[2], att, fs, fp, ARGV[4], ARGV[6]),
+  'PX', tonumber(ARGV[5]) + tonumber(ARGV[6]))
+return {1, tok, att, tonumber(fs)}

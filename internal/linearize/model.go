@@ -223,10 +223,10 @@ func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 	if out.Outcome == dedup.InProgress {
 		// Live at Redis's "now", which lies within the call.
 		if s.st != dedup.StateRunning || r.reenters(s, in) || out.Owner != s.owner ||
-			out.LeaseUntil < s.luLo || out.LeaseUntil > s.luHi || out.LeaseUntil <= in.CallMs-Slack {
+			!s.seesLease(out.LeaseUntil) || out.LeaseUntil <= in.CallMs-Slack {
 			return s, false
 		}
-		s.luLo, s.luHi = out.LeaseUntil, out.LeaseUntil
+		s.narrowLease(out.LeaseUntil)
 		return s, true
 	}
 	if out.Outcome != dedup.Acquired {
@@ -244,7 +244,8 @@ func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 		return s, false
 	}
 	n := s.acquire(in, att)
-	n.tok, n.floor, n.luLo, n.luHi = out.Token, out.Token, out.LeaseUntil, out.LeaseUntil
+	n.tok, n.floor = out.Token, out.Token
+	n.luLo, n.luHi = out.LeaseUntil-LeaseJitter, out.LeaseUntil+LeaseJitter
 	return n, true
 }
 
@@ -309,9 +310,25 @@ func status(s state, got Snapshot) (state, bool) {
 	if s.st != dedup.StateRunning {
 		return s, got.LeaseUntil == 0
 	}
-	if got.LeaseUntil < s.luLo || got.LeaseUntil > s.luHi {
+	if !s.seesLease(got.LeaseUntil) {
 		return s, false
 	}
-	s.luLo, s.luHi = got.LeaseUntil, got.LeaseUntil
+	s.narrowLease(got.LeaseUntil)
 	return s, true
+}
+
+// LeaseJitter is how far, in ms, a reported lease end may stray from the
+// true one: the store derives lease ends from Redis's PTTL and clock, each
+// rounded to the millisecond, so two reports of one lease can differ by a
+// millisecond or two.
+const LeaseJitter = 2
+
+// seesLease: a lease end reported as at could be the record's.
+func (s state) seesLease(at int64) bool {
+	return at+LeaseJitter >= s.luLo && at-LeaseJitter <= s.luHi
+}
+
+// narrowLease keeps what a report of the lease end at says of it.
+func (s *state) narrowLease(at int64) {
+	s.luLo, s.luHi = max(s.luLo, at-LeaseJitter), min(s.luHi, at+LeaseJitter)
 }

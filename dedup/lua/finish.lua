@@ -1,0 +1,17 @@
+-- End a run: done with its result (Complete) or failed with its cause (Release).
+-- KEYS[1] -> onceq:{ns/id}:rec, the packed record
+-- ARGV[1] -> the holder's prefix "r|<token>|<owner>|"
+-- ARGV[2] -> new state: "d" done or "f" failed
+-- ARGV[3] -> now in ms (worker's clock: completed/updated stamp)
+-- ARGV[4] -> result (done) or cause (failed)
+-- ARGV[5] -> TTL in ms: done TTL or failed TTL
+-- Returns: 1 written, 0 when the hold is not current (lease lost: nothing written).
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+  return 0
+end
+-- Keep token, owner, attempts, first seen and fingerprint; replace the
+-- updated stamp and the grace with the new stamp and tail.
+local head = string.match(v, '^r(|.*|)[^|]*|[^|]*$')
+redis.call('SET', KEYS[1], ARGV[2] .. head .. ARGV[3] .. '|' .. ARGV[4], 'PX', ARGV[5])
+return 1
