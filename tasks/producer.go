@@ -80,7 +80,10 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 			out.Decision = Throttled
 			out.Reason = fmt.Sprintf("%s seen within %s (as %s)", r.Key.String(), r.Window, res.Holder)
 		} else {
-			out.Decision, out.TaskID = Duplicate, res.Holder
+			out.Decision = Duplicate
+			if hk, err := dedup.ParseKey(res.Holder); err == nil {
+				out.TaskID = hk.TaskID()
+			}
 			out.Reason = fmt.Sprintf("%s already accepted within %s", r.Key.String(), r.Window)
 		}
 		p.observe(ctx, j, out)
@@ -93,7 +96,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 		if p.opts.UniqueWindow > 0 {
 			window = p.opts.UniqueWindow
 		}
-		opts = append(opts, asynq.TaskID(holder), asynq.Retention(window))
+		opts = append(opts, asynq.TaskID(j.Key.TaskID()), asynq.Retention(window))
 	}
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
@@ -101,8 +104,8 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	info, err := p.client.EnqueueContext(ctx, j.Task, opts...)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
-		out.Decision, out.TaskID = Duplicate, holder
-		out.Reason = "task id " + holder + " already accepted"
+		out.Decision, out.TaskID = Duplicate, j.Key.TaskID()
+		out.Reason = "task id " + out.TaskID + " already accepted"
 		if !p.opts.Brief {
 			out.State, out.Result = p.describe(ctx, j.Queue, j.Key)
 			out.Reason = "already accepted: " + out.State
@@ -131,7 +134,7 @@ func (p *Producer) describe(ctx context.Context, queue string, k dedup.Key) (str
 		ierr error
 		rerr error
 	)
-	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(queue, k.String()) })
+	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(queue, k.TaskID()) })
 	wg.Go(func() { rec, rerr = p.store.Status(ctx, k) })
 	wg.Wait()
 	if rerr == nil && rec.State == dedup.StateDone {

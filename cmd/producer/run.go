@@ -26,7 +26,7 @@ commands:
   scan     --path P [--mode malware|full] [--file-id F]  enqueue a file scan
   payment  --payment-id ID --account A --amount MINOR --currency CUR
   batch    < jobs.jsonl   one {"type":..., "payload":{...}, "idempotency_key":...} per line
-  status   KEY            did this job run? KEY is namespace/id (the task id)
+  status   KEY            did this job run? KEY is namespace/id or its task id
   serve                   run the HTTP ingest API
 
 Configuration is ONCEQ_* environment variables; "producer --help" lists them.`
@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return batch(ctx, p, stdin, stdout)
 	case "status":
 		if len(args) != 1 {
-			return errors.New("status takes one KEY (namespace/id)")
+			return errors.New("status takes one KEY (namespace/id or its task id)")
 		}
 		return status(ctx, rdb, store, args[0], stdout)
 	}
@@ -214,7 +214,7 @@ type jobStatus struct {
 }
 
 func status(ctx context.Context, rdb redis.UniversalClient, store dedup.Store, arg string, out io.Writer) error {
-	k, err := dedup.ParseKey(arg)
+	k, err := dedup.ParseKeyOrTaskID(arg)
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func status(ctx context.Context, rdb redis.UniversalClient, store dedup.Store, a
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	if queues, err := insp.Queues(); err == nil {
 		for _, q := range queues {
-			if info, err := insp.GetTaskInfo(q, k.String()); err == nil {
+			if info, err := insp.GetTaskInfo(q, k.TaskID()); err == nil {
 				s.TaskState, s.Queue = info.State.String(), q
 				break
 			}
