@@ -131,7 +131,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 
 	<-ctx.Done()
-	log.Info("shutting down", zap.Duration("timeout", shutdownTimeout))
+	log.Info("shutting down", zap.NamedError("reason", context.Cause(ctx)), zap.Duration("timeout", shutdownTimeout))
 	running.Store(false)
 	bg, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

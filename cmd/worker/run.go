@@ -132,7 +132,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	}
 
 	<-ctx.Done()
-	log.Info("shutting down", zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
+	log.Info("shutting down", zap.NamedError("reason", context.Cause(ctx)), zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
 	running.Store(false)
 	srv.Shutdown() // stops fetching, waits up to ShutdownTimeout for handlers
 	bg, cancel := context.WithTimeout(context.Background(), 5*time.Second)
