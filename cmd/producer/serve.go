@@ -2,23 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
 )
@@ -54,18 +50,12 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	defer log.Sync()
 
-	rdb, err := cfg.Redis.Client()
+	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log})
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("serve: cannot reach Redis (%s): %w; start one or set ONCEQ_REDIS_URL", redisWhere(cfg.Redis), err)
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := observe.NewMetrics(reg)
+	defer d.Shutdown(shutdownTimeout) // on early returns; a no-op after the drain below
+	rdb, metrics := d.Redis, d.Metrics
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
@@ -99,45 +89,35 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		return err
 	}
 
-	var running atomic.Bool
-	running.Store(true)
 	mux := http.NewServeMux()
 	var token string
 	if len(cfg.Tokens) > 0 {
 		token = cfg.Tokens[0]
 	}
-	admin.Routes(mux, admin.Options{
-		Token:    token,
-		Gatherer: reg,
-		Ready: func(ctx context.Context) error {
-			if !running.Load() {
-				return errors.New("shutting down")
-			}
-			return rdb.Ping(ctx).Err()
-		},
-	})
 	mux.Handle("/v1/", handler)
-	srv, err := admin.Listen(cfg.Addr, mux)
+	srv, err := d.Listen(cfg.Addr, mux, token, nil)
 	if err != nil {
-		return fmt.Errorf("serve: listen: %w", err)
+		return err
 	}
+	if err := d.WaitRedis(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before Redis came
+		}
+		return err
+	}
+	d.SetReady()
 	if len(cfg.Tokens) == 0 {
 		log.Warn("no ONCEQ_API_TOKENS: the API's non-webhook routes are open to anyone who can reach " + srv.Addr())
 	}
 	log.Info("api started", zap.String("addr", "http://"+srv.Addr()),
-		zap.Strings("webhook_sources", slices.Sorted(maps.Keys(cfg.WebhookSecrets))), zap.Any("config", cfg.Redacted()))
+		zap.String("redis", d.Where), zap.Strings("webhook_sources", slices.Sorted(maps.Keys(cfg.WebhookSecrets))), zap.Any("config", cfg.Redacted()))
 	if h.ready != nil {
 		h.ready(srv.Addr())
 	}
 
 	<-ctx.Done()
 	log.Info("shutting down", zap.NamedError("reason", context.Cause(ctx)), zap.Duration("timeout", shutdownTimeout))
-	running.Store(false)
-	bg, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(bg); err != nil {
-		log.Warn("api shutdown", zap.Error(err))
-	}
+	d.Shutdown(shutdownTimeout)
 	log.Info("stopped")
 	return nil
 }

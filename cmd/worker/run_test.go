@@ -37,6 +37,12 @@ type worker struct {
 // and asynq's retry back-off cut to 50ms.
 func startWorker(t *testing.T, env map[string]string) *worker {
 	t.Helper()
+	return startWorkerWith(t, env, hooks{})
+}
+
+// startWorkerWith is startWorker with hooks beyond the test defaults.
+func startWorkerWith(t *testing.T, env map[string]string, h hooks) *worker {
+	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
@@ -45,10 +51,10 @@ func startWorker(t *testing.T, env map[string]string) *worker {
 	done := make(chan error, 1)
 	logs := &testenv.Buffer{}
 	go func() {
-		done <- runWith(ctx, nil, io.Discard, logs, hooks{
-			retryDelay: func(int, error, *asynq.Task) time.Duration { return 50 * time.Millisecond },
-			ready:      func(addr string) { ready <- addr },
-		})
+		h.retryDelay = func(int, error, *asynq.Task) time.Duration { return 50 * time.Millisecond }
+		h.delayedTaskCheck = 50 * time.Millisecond
+		h.ready = func(addr string) { ready <- addr }
+		done <- runWith(ctx, nil, io.Discard, logs, h)
 	}()
 	w := &worker{logs: logs}
 	select {
@@ -392,15 +398,12 @@ func TestEmbeddedDefault(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	old := defaultRedisAddr
-	defaultRedisAddr = addr
-	t.Cleanup(func() { defaultRedisAddr = old })
 
 	cfg := baseEnv(t, "")
 	delete(cfg, "ONCEQ_REDIS_URL")
 	t.Setenv("ONCEQ_REDIS_URL", "")
 	os.Unsetenv("ONCEQ_REDIS_URL")
-	w := startWorker(t, cfg)
+	w := startWorkerWith(t, cfg, hooks{defaultRedisAddr: addr})
 	if !strings.Contains(w.logs.String(), "NOTHING IS DURABLE") {
 		t.Fatalf("no durability warning:\n%s", w.logs)
 	}
