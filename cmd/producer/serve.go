@@ -56,6 +56,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	defer d.Shutdown(shutdownTimeout) // on early returns; a no-op after the drain below
 	rdb, metrics := d.Redis, d.Metrics
+	metrics.Zero("producer", slices.Sorted(maps.Keys(tasks.TypeOptions())))
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.

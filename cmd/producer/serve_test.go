@@ -172,9 +172,9 @@ func TestServe(t *testing.T) {
 		t.Fatalf("/metrics %d", code)
 	}
 	for _, want := range []string{
-		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="enqueued",side="producer"} 1`,
-		`onceq_dedup_decisions_total{namespace="http",outcome="duplicate",side="api"} 1`,
-		`onceq_dedup_decisions_total{namespace="http",outcome="claimed",side="api"} 2`,
+		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="enqueued",side="producer"} 1`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="duplicate",side="api"} 1`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="claimed",side="api"} 2`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)

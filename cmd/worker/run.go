@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -70,8 +71,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 
-	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb)))
+	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb), slices.Sorted(maps.Keys(cfg.Queues))...))
 	metrics := d.Metrics
+	metrics.Zero("worker", slices.Sorted(maps.Keys(tasks.TypeOptions())))
 	store, err := dedup.NewRedisStore(rdb, dedup.Options{
 		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 		Observer: metrics.Observer(log, "worker"),

@@ -373,14 +373,29 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		m := get(t, "http://"+w.admin+"/metrics", http.StatusOK)
-		if strings.Contains(m, `onceq_dedup_decisions_total{namespace="email:send",outcome="duplicate",side="worker"} 1`) &&
-			strings.Contains(m, `onceq_queue_size{queue="default",state="pending"}`) {
+		if strings.Contains(m, `onceq_dedup_decisions_total{key_namespace="email:send",outcome="duplicate",side="worker"} 1`) &&
+			strings.Contains(m, `onceq_queue_size{queue="default",state="pending"}`) &&
+			strings.Contains(m, `onceq_queue_processed_total{queue="default"} 2`) &&
+			strings.Contains(m, `onceq_queue_failed_total{queue="default"} 0`) &&
+			strings.Contains(m, `onceq_queue_paused{queue="default"} 0`) &&
+			strings.Contains(m, `onceq_queue_latency_seconds{queue="default"} 0`) &&
+			// Started at zero: a configured queue asynq never saw, a counter
+			// before its first event.
+			strings.Contains(m, `onceq_queue_size{queue="low",state="pending"} 0`) &&
+			strings.Contains(m, `onceq_lease_lost_total{key_namespace="payment:charge"} 0`) &&
+			!strings.Contains(m, `{namespace="`) && !strings.Contains(m, `,namespace="`) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("metrics never showed the duplicate:\n%s", m)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if err := e.insp.PauseQueue(tasks.QueueDefault); err != nil {
+		t.Fatal(err)
+	}
+	if m := get(t, "http://"+w.admin+"/metrics", http.StatusOK); !strings.Contains(m, `onceq_queue_paused{queue="default"} 1`) {
+		t.Fatalf("paused queue not shown paused:\n%s", m)
 	}
 	if !strings.Contains(w.logs.String(), `"outcome": "duplicate"`) && !strings.Contains(w.logs.String(), `"outcome":"duplicate"`) {
 		t.Fatalf("duplicate decision not logged:\n%s", w.logs)
