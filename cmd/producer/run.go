@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -48,7 +49,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	rdb, err := cfg.Redis.Client()
+	rdb, err := daemon.Client(cfg.Redis)
 	if err != nil {
 		return err
 	}

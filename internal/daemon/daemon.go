@@ -83,13 +83,17 @@ func New(o Options) (*Daemon, error) {
 		d.embedded = true
 		d.OnStop("embedded redis", func(context.Context) error { stopMR(); return nil })
 		ro = &redis.UniversalOptions{Addrs: []string{mr.Addr()}}
+		o.Redis.MinReplicas = 0 // miniredis has no replicas
 	}
-	d.Redis = redis.NewUniversalClient(ro)
+	if d.Redis, err = client(o.Redis, ro); err != nil {
+		return nil, err
+	}
 	d.OnStop("redis client", func(context.Context) error { return d.Redis.Close() })
 	d.Where = Where(ro)
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Metrics = observe.NewMetrics(d.Registry)
-	o.Log.Info("using redis", zap.String("redis", d.Where), zap.Bool("embedded", d.embedded))
+	o.Log.Info("using redis", zap.String("redis", d.Where), zap.Bool("embedded", d.embedded),
+		zap.Int("min_replicas", o.Redis.MinReplicas))
 	return d, nil
 }
 
@@ -158,4 +162,26 @@ func (d *Daemon) Shutdown(timeout time.Duration) {
 		}
 		cancel()
 	}
+}
+
+// Client is the one connection rule: the client config describes, with
+// the durability hook when ONCEQ_REDIS_MIN_REPLICAS asks for it. Short-lived
+// commands (the producer CLI) use it too.
+func Client(r config.Redis) (redis.UniversalClient, error) {
+	ro, err := r.UniversalOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client(r, ro)
+}
+
+func client(r config.Redis, ro *redis.UniversalOptions) (redis.UniversalClient, error) {
+	c := redis.NewUniversalClient(ro)
+	if r.MinReplicas > 0 {
+		if err := RequireReplicas(c, r.MinReplicas, r.WaitTimeout); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
