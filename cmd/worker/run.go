@@ -24,8 +24,9 @@ import (
 // main leaves them zero.
 type hooks struct {
 	retryDelay       asynq.RetryDelayFunc
-	delayedTaskCheck time.Duration // asynq's DelayedTaskCheckInterval; 0: asynq's 5s
-	defaultRedisAddr string        // instead of 127.0.0.1:6379 when Redis is not configured
+	env              map[string]string // the configuration instead of the process environment
+	delayedTaskCheck time.Duration     // asynq's DelayedTaskCheckInterval; 0: asynq's 5s
+	defaultRedisAddr string            // instead of 127.0.0.1:6379 when Redis is not configured
 	ready            func(adminAddr string)
 }
 
@@ -41,7 +42,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (configuration is ONCEQ_* variables; see --help)", args)
 	}
-	cfg, err := config.LoadWorker()
+	env := h.env
+	if env == nil {
+		env = config.Environ()
+	}
+	cfg, err := config.LoadWorkerFrom(env)
 	if err != nil {
 		return err
 	}

@@ -43,9 +43,7 @@ func startWorker(t *testing.T, env map[string]string) *worker {
 // startWorkerWith is startWorker with hooks beyond the test defaults.
 func startWorkerWith(t *testing.T, env map[string]string, h hooks) *worker {
 	t.Helper()
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
+	h.env = env
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -152,6 +150,7 @@ func outboxCount(t *testing.T, dir string) int {
 // The same email delivered twice under two task ids is sent once; the second
 // delivery gets the first one's result.
 func TestSameEmailTwiceOneSend(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -201,6 +200,7 @@ func (f *flakyGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // A payment whose gateway fails twice is charged once, on the third attempt.
 func TestPaymentRetriedThenOneCharge(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	gw := &flakyGateway{ledger: &tasks.Ledger{}}
@@ -237,6 +237,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 // the next delivery runs the handler again, and the gateway, keyed by the
 // idempotency key, charges once.
 func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	ledger := &tasks.Ledger{}
@@ -281,6 +282,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 
 // The same key with another payload is archived at once, never retried.
 func TestMismatchArchivedWithoutRetry(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -314,6 +316,7 @@ func TestMismatchArchivedWithoutRetry(t *testing.T) {
 // A webhook redelivered with a new attempt number (volatile) and without
 // onceq's headers, as a plain asynq client would send it: one effect.
 func TestWebhookAttemptFieldIsVolatile(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -347,6 +350,7 @@ func TestWebhookAttemptFieldIsVolatile(t *testing.T) {
 // The dashboard answers its API with onceq's queues, and the metrics count
 // the decisions.
 func TestAdminDashboardAndMetrics(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -407,6 +411,7 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 // With no Redis configured and nothing on the default address, the worker
 // runs on an in-memory Redis, says so, and processes tasks.
 func TestEmbeddedDefault(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -416,8 +421,6 @@ func TestEmbeddedDefault(t *testing.T) {
 
 	cfg := baseEnv(t, "")
 	delete(cfg, "ONCEQ_REDIS_URL")
-	t.Setenv("ONCEQ_REDIS_URL", "")
-	os.Unsetenv("ONCEQ_REDIS_URL")
 	w := startWorkerWith(t, cfg, hooks{defaultRedisAddr: addr})
 	if !strings.Contains(w.logs.String(), "NOTHING IS DURABLE") {
 		t.Fatalf("no durability warning:\n%s", w.logs)
@@ -454,14 +457,12 @@ func get(t *testing.T, url string, want int) string {
 // ONCEQ_MAXMEMORY_CHECK=refuse the worker will not start on one, with the
 // default it starts and warns.
 func TestEvictingRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
 	cfg := baseEnv(t, srv.Addr)
 	cfg["ONCEQ_MAXMEMORY_CHECK"] = "refuse"
-	for k, v := range cfg {
-		t.Setenv(k, v)
-	}
 	logs := &testenv.Buffer{}
-	err := runWith(context.Background(), nil, io.Discard, logs, hooks{})
+	err := runWith(context.Background(), nil, io.Discard, logs, hooks{env: cfg})
 	if err == nil || !strings.Contains(err.Error(), "allkeys-lru") {
 		t.Fatalf("refuse mode on an evicting Redis: %v", err)
 	}
