@@ -25,7 +25,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	body := paymentBody(id, "acct-7781", 129900)
 
 	first := accepted(t, e.post(paymentPath, body, ""), http.StatusAccepted)
-	if first.Key != "payment:charge/"+id || first.TaskID != first.Key {
+	if first.Key != "payment:charge/"+id || first.TaskID != taskIDOf(t, first.Key) {
 		t.Fatalf("first submission %+v", first)
 	}
 	second := accepted(t, e.post(paymentPath, body, ""), http.StatusOK)

@@ -131,8 +131,8 @@ func TestConcurrentSameKeyEnqueuesOnce(t *testing.T) {
 			t.Fatalf("replay %q differs from %q", r.Body, original)
 		}
 	}
-	if p := e.pending("critical"); len(p) != 1 || p[0].ID != "payment:charge/pmt-race" {
-		t.Fatalf("pending tasks %v, want exactly payment:charge/pmt-race", p)
+	if p := e.pending("critical"); len(p) != 1 || p[0].ID != "payment:charge=pmt~race" {
+		t.Fatalf("pending tasks %v, want exactly payment:charge=pmt~race", p)
 	}
 	if n := e.tasks(); n != 1 {
 		t.Fatalf("%d tasks, want 1", n)

@@ -23,7 +23,7 @@ func TestEnqueueEachRoute(t *testing.T) {
 		{scanPath, `{"path":"inbox/a.pdf","file_id":"f-1"}`, "scan-req-1", "", "default"},
 	} {
 		a := accepted(t, e.post(c.path, c.body, c.key), http.StatusAccepted)
-		if a.Decision != tasks.Enqueued || a.TaskID != a.Key || a.Queue != c.queue || a.State != "pending" {
+		if a.Decision != tasks.Enqueued || a.TaskID != taskIDOf(t, a.Key) || a.Queue != c.queue || a.State != "pending" {
 			t.Errorf("%s %s: %+v, want enqueued on %s as its key, pending", c.path, c.body, a, c.queue)
 		}
 		if c.wantKey != "" && a.Key != c.wantKey {
@@ -60,7 +60,7 @@ func TestProducerDuplicateIs200(t *testing.T) {
 	body := paymentBody("pmt-dup", "acct-1", 700)
 	accepted(t, e.post(paymentPath, body, ""), http.StatusAccepted)
 	a := accepted(t, e.post(paymentPath, body, ""), http.StatusOK)
-	if a.Decision != tasks.Duplicate || a.TaskID != "payment:charge/pmt-dup" || a.State != "pending" ||
+	if a.Decision != tasks.Duplicate || a.TaskID != "payment:charge=pmt~dup" || a.State != "pending" ||
 		!strings.Contains(a.Reason, "already accepted") {
 		t.Fatalf("duplicate %+v", a)
 	}

@@ -17,9 +17,9 @@ import (
 type Job = tasks.JobStatus
 
 func (s *server) job(w http.ResponseWriter, r *http.Request) {
-	k, err := dedup.ParseKey(r.PathValue("key"))
+	k, err := dedup.ParseKeyOrTaskID(r.PathValue("key"))
 	if err != nil {
-		problem(http.StatusBadRequest, probBadRequest, "the job key must be namespace/id, URL-escaped: "+err.Error()).write(w)
+		problem(http.StatusBadRequest, probBadRequest, "the job must be a key namespace/id (URL-escaped) or its task id: "+err.Error()).write(w)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)

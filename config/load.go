@@ -12,18 +12,24 @@ import (
 )
 
 // LoadWorker reads and validates the worker's configuration.
-func LoadWorker() (Worker, error) {
+func LoadWorker() (Worker, error) { return LoadWorkerFrom(Environ()) }
+
+// LoadWorkerFrom is LoadWorker on env instead of the process environment.
+func LoadWorkerFrom(env map[string]string) (Worker, error) {
 	var c Worker
-	if err := load(&c); err != nil {
+	if err := loadFrom(env, &c); err != nil {
 		return Worker{}, err
 	}
 	return c, nil
 }
 
 // LoadAPI reads and validates the ingest API's configuration.
-func LoadAPI() (API, error) {
+func LoadAPI() (API, error) { return LoadAPIFrom(Environ()) }
+
+// LoadAPIFrom is LoadAPI on env instead of the process environment.
+func LoadAPIFrom(env map[string]string) (API, error) {
 	var c API
-	if err := load(&c); err != nil {
+	if err := loadFrom(env, &c); err != nil {
 		return API{}, err
 	}
 	return c, nil
@@ -40,13 +46,25 @@ func LoadProducer() (Producer, error) {
 
 type validator interface{ validate() error }
 
-func load(spec validator) error {
-	if err := checkEnv(os.Environ()); err != nil {
+// Environ is the process environment as a map.
+func Environ() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
+func load(spec validator) error { return loadFrom(Environ(), spec) }
+
+// loadFrom reads only the full ONCEQ_ names of the tags: unprefixed
+// fallbacks (REDIS_PORT from a service link) are never consulted.
+func loadFrom(env map[string]string, spec validator) error {
+	if err := checkEnv(env); err != nil {
 		return err
 	}
-	// An empty prefix: the tags carry the full names, and a prefix would
-	// make envconfig fall back to the unprefixed names.
-	if err := envconfig.Process("", spec); err != nil {
+	if err := decode(env, spec); err != nil {
 		return parseError(err)
 	}
 	return spec.validate()
@@ -66,10 +84,9 @@ func ignored(name string) bool {
 
 // checkEnv rejects unknown ONCEQ_ names, which are typos or leftovers, and
 // secrets set to nothing, which would silently turn authentication off.
-func checkEnv(environ []string) error {
+func checkEnv(env map[string]string) error {
 	var unknown []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
+	for name := range env {
 		if strings.HasPrefix(name, Prefix+"_") && !slices.Contains(known(), name) && !ignored(name) {
 			unknown = append(unknown, name)
 		}
@@ -79,7 +96,7 @@ func checkEnv(environ []string) error {
 		return fmt.Errorf("config: unknown variable %s (--help lists the known ones)", strings.Join(unknown, ", "))
 	}
 	for _, key := range secrets() {
-		if v, ok := os.LookupEnv(key); ok {
+		if v, ok := env[key]; ok {
 			if err := checkSecretValue(key, v); err != nil {
 				return err
 			}

@@ -12,7 +12,7 @@ import (
 
 func defaultWorker() Worker {
 	return Worker{
-		Redis: Redis{DialTimeout: 5 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second},
+		Redis: Redis{WaitTimeout: time.Second, DialTimeout: 5 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second},
 		Log:   Log{Env: "production", Level: "info"},
 		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour,
 			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour,
@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 var allKnobs = map[string]string{
 	"ONCEQ_REDIS_URL": "redis://u:pw@redis.example:6380/3", "ONCEQ_REDIS_PASSWORD": "override-pw",
 	"ONCEQ_REDIS_DIAL_TIMEOUT": "7s", "ONCEQ_REDIS_READ_TIMEOUT": "4s", "ONCEQ_REDIS_WRITE_TIMEOUT": "6s",
+	"ONCEQ_REDIS_MIN_REPLICAS": "1", "ONCEQ_REDIS_WAIT_TIMEOUT": "2s",
 	"ONCEQ_ENV": "development", "ONCEQ_LOG_LEVEL": "debug",
 	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_FAILED_TTL": "2h",
 	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h",
@@ -88,7 +89,7 @@ func TestEveryKnobParses(t *testing.T) {
 	}
 
 	setEnv(t, allKnobs)
-	redis := Redis{URL: "redis://u:pw@redis.example:6380/3", Password: "override-pw",
+	redis := Redis{URL: "redis://u:pw@redis.example:6380/3", Password: "override-pw", MinReplicas: 1, WaitTimeout: 2 * time.Second,
 		DialTimeout: 7 * time.Second, ReadTimeout: 4 * time.Second, WriteTimeout: 6 * time.Second}
 	log := Log{Env: "development", Level: "debug"}
 	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,

@@ -35,6 +35,15 @@ type Redis struct {
 	// Default: "".
 	Password string `envconfig:"ONCEQ_REDIS_PASSWORD" secret:"true" desc:"secret: Redis password, overrides the one in the URL"`
 
+	// MinReplicas, when > 0, makes every write wait (Redis WAIT, on the same
+	// connection) until that many replicas have it, so a failover cannot
+	// lose an accepted job, a claim or a completion. Single server or
+	// Sentinel only. Costs a replication round trip per write.
+	// Default: 0 (off).
+	MinReplicas int `envconfig:"ONCEQ_REDIS_MIN_REPLICAS" default:"0" desc:"writes wait until this many replicas have them (Redis WAIT); 0: off"`
+	// WaitTimeout bounds each WAIT; a write not replicated in time fails.
+	// Default: 1s.
+	WaitTimeout time.Duration `envconfig:"ONCEQ_REDIS_WAIT_TIMEOUT" default:"1s" desc:"how long a write waits for ONCEQ_REDIS_MIN_REPLICAS replicas before it fails"`
 	// DialTimeout bounds establishing a connection.
 	// Default: 5s.
 	DialTimeout time.Duration `envconfig:"ONCEQ_REDIS_DIAL_TIMEOUT" default:"5s" desc:"timeout for connecting to Redis"`
@@ -57,6 +66,14 @@ func (r Redis) Configured() bool {
 func (r Redis) validate() error {
 	if r.URL != "" && len(r.ClusterNodes) > 0 {
 		return errors.New("config: ONCEQ_REDIS_URL and ONCEQ_REDIS_CLUSTER_NODES are mutually exclusive")
+	}
+	switch {
+	case r.MinReplicas < 0:
+		return fmt.Errorf("config: ONCEQ_REDIS_MIN_REPLICAS must be >= 0, got %d", r.MinReplicas)
+	case r.MinReplicas > 0 && len(r.ClusterNodes) > 0:
+		return errors.New("config: ONCEQ_REDIS_MIN_REPLICAS works with a single server or Sentinel, not a Cluster")
+	case r.MinReplicas > 0 && r.WaitTimeout <= 0:
+		return fmt.Errorf("config: ONCEQ_REDIS_WAIT_TIMEOUT must be positive, got %s", r.WaitTimeout)
 	}
 	for _, d := range []struct {
 		key string

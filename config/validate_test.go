@@ -28,6 +28,7 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_REDIS_DIAL_TIMEOUT", "0s", "ONCEQ_REDIS_DIAL_TIMEOUT"},
 		{"ONCEQ_REDIS_READ_TIMEOUT", "-1s", "ONCEQ_REDIS_READ_TIMEOUT"},
 		{"ONCEQ_REDIS_WRITE_TIMEOUT", "0s", "ONCEQ_REDIS_WRITE_TIMEOUT"},
+		{"ONCEQ_REDIS_MIN_REPLICAS", "-1", "ONCEQ_REDIS_MIN_REPLICAS"},
 		{"ONCEQ_REDIS_URL", "http://h:6379", "scheme"},
 		{"ONCEQ_REDIS_URL", "unix:///tmp/redis.sock", "scheme"},
 		{"ONCEQ_REDIS_URL", "redis://h:1/zero", "database"},

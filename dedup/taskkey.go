@@ -31,6 +31,6 @@ func TaskKey(ctx context.Context, t *asynq.Task, ns string) (k Key, fp string, o
 // used the key as the id. A producer may drop HeaderKey only when this
 // gives back its key exactly: the one rule both sides share.
 func KeyOfTaskID(id string) (Key, bool) {
-	k, err := ParseKey(id)
+	k, err := KeyFromTaskID(id)
 	return k, err == nil
 }

@@ -4,8 +4,10 @@
 // that counts every message per Message-ID. The pass line of every scenario
 // is the same: each accepted job's effect happens, and never twice.
 //
-// The scenarios (kill -9 mid-handler, SIGTERM drain, Redis restart with AOF,
-// a network cut between a worker and Redis, a duplicate storm) take minutes,
+// The scenarios (kill -9 mid-handler, SIGTERM and SIGHUP drains, a second
+// SIGTERM forcing the exit, Redis restart with AOF, a network cut between a
+// worker and Redis, a duplicate storm, a Sentinel failover and kill -9 of
+// the master with and without ONCEQ_REDIS_MIN_REPLICAS) take minutes,
 // mostly waiting on asynq's own timers, so they run only with
 // ONCEQ_FAULT_TESTS=1, all at once (TestMain raises -test.parallel unless it
 // was given), each on its own redis-server:

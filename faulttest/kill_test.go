@@ -60,7 +60,7 @@ func TestKillNineMidHandler(t *testing.T) {
 		if rec.Attempts != 2 || !b.owns(rec) {
 			t.Errorf("%s: attempts %d by %q, want 2 by worker B %q", j.Key, rec.Attempts, rec.Owner, b.owner())
 		}
-		info, err := r.insp.GetTaskInfo(j.Queue, j.Key.String())
+		info, err := r.insp.GetTaskInfo(j.Queue, j.Key.TaskID())
 		if err != nil || info.State != asynq.TaskStateCompleted {
 			t.Errorf("task %s: %+v %v, want completed", j.Key, info, err)
 		}

@@ -75,7 +75,7 @@ func networkCut(t *testing.T, honour bool) {
 		t.Errorf("worker A's charge call: %s, want %s", o, want)
 	}
 	eventually(t, 30*time.Second, "worker A's stale write refused (lease lost)", func() (bool, string) {
-		n := metricSum(a.metrics(), "onceq_lease_lost_total", map[string]string{"namespace": job.Task.Type()})
+		n := metricSum(a.metrics(), "onceq_lease_lost_total", map[string]string{"key_namespace": job.Task.Type()})
 		return n >= 1, "onceq_lease_lost_total is 0"
 	})
 

@@ -232,15 +232,21 @@ func (w *worker) kill() {
 // term sends SIGTERM and returns how long the process took to exit.
 func (w *worker) term(within time.Duration) time.Duration {
 	w.t.Helper()
+	return w.signal(syscall.SIGTERM, within)
+}
+
+// signal sends sig and returns how long the process took to exit.
+func (w *worker) signal(sig syscall.Signal, within time.Duration) time.Duration {
+	w.t.Helper()
 	start := time.Now()
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		w.t.Fatalf("SIGTERM %s: %v", w.name, err)
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		w.t.Fatalf("%s %s: %v", sig, w.name, err)
 	}
 	select {
 	case <-w.done:
 		return time.Since(start)
 	case <-time.After(within):
-		w.t.Fatalf("%s still running %s after SIGTERM\n%s", w.name, within, w.logTail())
+		w.t.Fatalf("%s still running %s after %s\n%s", w.name, within, sig, w.logTail())
 		return 0
 	}
 }

@@ -53,7 +53,7 @@ func TestSIGTERMDrain(t *testing.T) {
 		if rec := r.status(j.Key); rec.State != dedup.StateFailed {
 			t.Errorf("%s after shutdown: %s (lease until %s), want released (failed)", j.Key, rec.State, rec.LeaseUntil)
 		}
-		if info, err := r.insp.GetTaskInfo(j.Queue, j.Key.String()); err != nil || info.State != asynq.TaskStatePending {
+		if info, err := r.insp.GetTaskInfo(j.Queue, j.Key.TaskID()); err != nil || info.State != asynq.TaskStatePending {
 			t.Errorf("task %s after shutdown: %+v %v, want pending", j.Key, info, err)
 		}
 	}

@@ -14,6 +14,10 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
+// keyNamespace labels an idempotency key's namespace. Not "namespace":
+// Prometheus renames that to exported_namespace on every Kubernetes target.
+const keyNamespace = "key_namespace"
+
 // Metrics are onceq's Prometheus collectors.
 type Metrics struct {
 	decisions *prometheus.CounterVec
@@ -27,11 +31,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onceq_dedup_decisions_total",
 			Help: "Deduplication decisions by side (producer, worker, api), key namespace and outcome.",
-		}, []string{"side", "namespace", "outcome"}),
+		}, []string{"side", keyNamespace, "outcome"}),
 		leaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onceq_lease_lost_total",
 			Help: "Claims a worker lost to another worker (its writes were fenced out).",
-		}, []string{"namespace"}),
+		}, []string{keyNamespace}),
 		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "onceq_handler_duration_seconds",
 			Help:    "Handler run time by task type and outcome (ok, error, panic); duplicates never run.",
@@ -40,6 +44,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.decisions, m.leaseLost, m.handler)
 	return m
+}
+
+// sideOutcomes are the outcomes each side reports, started at zero so that
+// rate() and alerts see a series before the first event.
+var sideOutcomes = map[string][]dedup.Outcome{
+	"worker": {dedup.OutcomeClaimed, dedup.OutcomeDuplicate, dedup.OutcomeInProgress, dedup.OutcomeMismatch,
+		dedup.OutcomeCompleted, dedup.OutcomeReleased, dedup.OutcomeLeaseLost, dedup.OutcomeBadPayload, dedup.OutcomeError},
+	"producer": {dedup.OutcomeEnqueued, dedup.OutcomeDuplicate, dedup.OutcomeThrottled, dedup.OutcomeError},
+}
+
+// Zero starts the counters of side for each key namespace at zero (the
+// worker's lease-lost count among them).
+func (m *Metrics) Zero(side string, namespaces []string) {
+	for _, ns := range namespaces {
+		for _, o := range sideOutcomes[side] {
+			m.decisions.WithLabelValues(side, ns, string(o))
+		}
+		if side == "worker" {
+			m.leaseLost.WithLabelValues(ns)
+		}
+	}
 }
 
 // Observer logs and counts every decision of one side. Decisions that stop

@@ -54,7 +54,7 @@ func TestObserverLogsAndCounts(t *testing.T) {
 	exp := `
 # HELP onceq_lease_lost_total Claims a worker lost to another worker (its writes were fenced out).
 # TYPE onceq_lease_lost_total counter
-onceq_lease_lost_total{namespace="payment:charge"} 1
+onceq_lease_lost_total{key_namespace="payment:charge"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "onceq_lease_lost_total"); err != nil {
 		t.Fatal(err)
@@ -98,5 +98,25 @@ func TestNewLogger(t *testing.T) {
 	}
 	if _, err := observe.NewLogger("production", "loud", &b); err == nil {
 		t.Fatal("bad level accepted")
+	}
+}
+
+// Zero gives every counter of a side a series before its first event.
+func TestZero(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := observe.NewMetrics(reg)
+	m.Zero("worker", []string{"email:send", "payment:charge"})
+	exp := `
+# HELP onceq_lease_lost_total Claims a worker lost to another worker (its writes were fenced out).
+# TYPE onceq_lease_lost_total counter
+onceq_lease_lost_total{key_namespace="email:send"} 0
+onceq_lease_lost_total{key_namespace="payment:charge"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "onceq_lease_lost_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "onceq_dedup_decisions_total"); n != 18 {
+		t.Fatalf("%d decision series, want 2 namespaces x 9 worker outcomes", n)
 	}
 }

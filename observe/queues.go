@@ -5,28 +5,45 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// QueueSizes exports asynq queue depth per state, read on each scrape so it
-// is never stale; the autoscaler scales on the pending count.
+// QueueSizes exports what the asynqmon dashboard shows per queue — depth by
+// state, latency, paused, processed and failed totals — read from asynq's
+// Inspector on each scrape so it is never stale.
 type QueueSizes struct {
-	insp *asynq.Inspector
-	desc *prometheus.Desc
-	errs prometheus.Counter
+	insp       *asynq.Inspector
+	configured []string
+	size       *prometheus.Desc
+	latency    *prometheus.Desc
+	paused     *prometheus.Desc
+	processed  *prometheus.Desc
+	failed     *prometheus.Desc
+	errs       prometheus.Counter
 }
 
-// NewQueueSizes reads the queues that insp sees.
-func NewQueueSizes(insp *asynq.Inspector) *QueueSizes {
+// NewQueueSizes reads the queues that insp sees, and always the configured
+// ones (at zero until asynq knows them).
+func NewQueueSizes(insp *asynq.Inspector, configured ...string) *QueueSizes {
+	q := []string{"queue"}
 	return &QueueSizes{
-		insp: insp,
-		desc: prometheus.NewDesc("onceq_queue_size", "Tasks in each asynq queue by state.",
-			[]string{"queue", "state"}, nil),
+		insp:       insp,
+		configured: configured,
+		size:       prometheus.NewDesc("onceq_queue_size", "Tasks in each asynq queue by state.", []string{"queue", "state"}, nil),
+		latency: prometheus.NewDesc("onceq_queue_latency_seconds",
+			"Age of the oldest pending task of each queue (0 when none is pending).", q, nil),
+		paused: prometheus.NewDesc("onceq_queue_paused", "1 when the queue is paused, else 0.", q, nil),
+		processed: prometheus.NewDesc("onceq_queue_processed_total",
+			"Tasks processed (succeeded or failed) in each queue, as asynq counts them.", q, nil),
+		failed: prometheus.NewDesc("onceq_queue_failed_total",
+			"Task runs that failed in each queue, as asynq counts them.", q, nil),
 		errs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "onceq_queue_size_errors_total", Help: "Failed reads of queue sizes.",
+			Name: "onceq_queue_size_errors_total", Help: "Failed reads of queue information.",
 		}),
 	}
 }
 
 func (q *QueueSizes) Describe(ch chan<- *prometheus.Desc) {
-	ch <- q.desc
+	for _, d := range []*prometheus.Desc{q.size, q.latency, q.paused, q.processed, q.failed} {
+		ch <- d
+	}
 	q.errs.Describe(ch)
 }
 
@@ -37,17 +54,36 @@ func (q *QueueSizes) Collect(ch chan<- prometheus.Metric) {
 		q.errs.Inc()
 		return
 	}
+	known := map[string]bool{}
 	for _, name := range names {
-		info, err := q.insp.GetQueueInfo(name)
-		if err != nil {
-			q.errs.Inc()
-			continue
+		known[name] = true
+	}
+	for _, name := range q.configured {
+		if !known[name] {
+			names = append(names, name) // asynq knows a queue after its first task
+		}
+	}
+	for _, name := range names {
+		info := &asynq.QueueInfo{Queue: name}
+		if known[name] {
+			if info, err = q.insp.GetQueueInfo(name); err != nil {
+				q.errs.Inc()
+				continue
+			}
 		}
 		for state, n := range map[string]int{
 			"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
 			"retry": info.Retry, "archived": info.Archived, "completed": info.Completed,
 		} {
-			ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, float64(n), name, state)
+			ch <- prometheus.MustNewConstMetric(q.size, prometheus.GaugeValue, float64(n), name, state)
 		}
+		paused := 0.0
+		if info.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(q.latency, prometheus.GaugeValue, info.Latency.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(q.paused, prometheus.GaugeValue, paused, name)
+		ch <- prometheus.MustNewConstMetric(q.processed, prometheus.CounterValue, float64(info.ProcessedTotal), name)
+		ch <- prometheus.MustNewConstMetric(q.failed, prometheus.CounterValue, float64(info.FailedTotal), name)
 	}
 }

@@ -69,7 +69,7 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 		t.Errorf("headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
 	}
 	// What the Producer sends under the key as task id: the fingerprint only.
-	lean := leanTask(j, j.Key.String()).Headers()
+	lean := leanTask(j, j.Key.TaskID()).Headers()
 	if _, ok := lean[HeaderKey]; ok || lean[HeaderFingerprint] != j.Fingerprint {
 		t.Errorf("lean headers %v, want only %s=%s", lean, HeaderFingerprint, j.Fingerprint)
 	}

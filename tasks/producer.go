@@ -92,7 +92,10 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 			out.Decision = Throttled
 			out.Reason = fmt.Sprintf("%s seen within %s (as %s)", r.Key.String(), r.Window, res.Holder)
 		} else {
-			out.Decision, out.TaskID = Duplicate, res.Holder
+			out.Decision = Duplicate
+			if hk, err := dedup.ParseKey(res.Holder); err == nil {
+				out.TaskID = hk.TaskID()
+			}
 			out.Reason = fmt.Sprintf("%s already accepted within %s", r.Key.String(), r.Window)
 		}
 		p.observe(ctx, j, out)
@@ -102,8 +105,8 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
 	task := j.Task
 	if j.Unique > 0 {
-		opts = append(opts, asynq.TaskID(holder), asynq.Retention(j.Unique))
-		task = leanTask(j, holder)
+		opts = append(opts, asynq.TaskID(j.Key.TaskID()), asynq.Retention(j.Unique))
+		task = leanTask(j, j.Key.TaskID())
 	}
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
@@ -112,7 +115,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		giveBack()
-		out.TaskID = holder
+		out.TaskID = j.Key.TaskID()
 		p.refused(ctx, j, &out)
 	case err != nil:
 		giveBack()
@@ -140,7 +143,7 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) {
 		ierr error
 		rerr error
 	)
-	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.String()) })
+	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.TaskID()) })
 	wg.Go(func() { rec, rerr = p.store.Status(ctx, j.Key) })
 	wg.Wait()
 	stored := ""
@@ -150,7 +153,7 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) {
 	if stored == "" && rerr == nil {
 		stored = rec.Fingerprint
 	}
-	if stored != "" && stored != j.Fingerprint {
+	if stored != "" && !dedup.SameFingerprint(stored, j.Fingerprint) {
 		out.Decision, out.State = Conflict, StatusUnknown
 		out.Reason = "key " + j.Key.String() + " was accepted with other content (fingerprint " + short(stored) +
 			", this job " + short(j.Fingerprint) + "); nothing was enqueued"

@@ -61,7 +61,7 @@ func TestWelcomeEmailTwice(t *testing.T) {
 	}
 	first := enqueue(t, p, welcome(), tasks.Enqueued)
 	second := enqueue(t, p, welcome(), tasks.Duplicate)
-	if first.TaskID != first.Key || second.TaskID != first.TaskID || second.State != "pending" || second.Reason != "already accepted: pending" {
+	if first.TaskID != taskIDOf(t, first.Key) || second.TaskID != first.TaskID || second.State != "pending" || second.Reason != "already accepted: pending" {
 		t.Fatalf("first %+v, second %+v", first, second)
 	}
 	if n, _ := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(tasks.QueueDefault); n.Pending != 1 {
@@ -129,7 +129,7 @@ func TestFileScanWindow(t *testing.T) {
 	}
 	first := enqueue(t, p, scan("a.pdf"), tasks.Enqueued)
 	inside := enqueue(t, p, scan("b.pdf"), tasks.Duplicate)
-	if inside.TaskID != first.Key || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.DefaultFileScanWindow {
+	if inside.TaskID != taskIDOf(t, first.Key) || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.DefaultFileScanWindow {
 		t.Fatalf("inside the window: %+v", inside)
 	}
 	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
@@ -212,8 +212,18 @@ func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
 		}
 		key, hasKey := info.Headers[tasks.HeaderKey]
 		if wantKey := unique == 0; hasKey != wantKey || hasKey && key != j.Key.String() ||
-			info.Headers[tasks.HeaderFingerprint] != j.Fingerprint || (unique > 0) != (o.TaskID == j.Key.String()) {
+			info.Headers[tasks.HeaderFingerprint] != j.Fingerprint || (unique > 0) != (o.TaskID == j.Key.TaskID()) {
 			t.Errorf("unique %v: task %s headers %v; want key header %v", unique, o.TaskID, info.Headers, wantKey)
 		}
 	}
+}
+
+// taskIDOf is the asynq task id the producer gives the job with key k.
+func taskIDOf(t *testing.T, key string) string {
+	t.Helper()
+	k, err := dedup.ParseKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.TaskID()
 }

@@ -125,7 +125,7 @@ func (p *Producer) Status(ctx context.Context, k dedup.Key) (JobStatus, error) {
 	}
 	found := make(chan lookup, 1)
 	go func() {
-		info, err := p.findTask(k.String())
+		info, err := p.findTask(k.TaskID())
 		found <- lookup{info, err}
 	}()
 	rec, err := p.store.Status(ctx, k)

@@ -80,7 +80,7 @@ func (b *bench) memory(ctx context.Context) (MemoryResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("record of %s (key layout changed?): %w", id, err)
 		}
-		task, err := usage("asynq:{" + q + "}:t:" + k.String())
+		task, err := usage("asynq:{" + q + "}:t:" + k.TaskID())
 		if err != nil {
 			return res, err
 		}

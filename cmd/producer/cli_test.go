@@ -37,7 +37,7 @@ func TestBatchSeed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("batch: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "batch: 2 enqueued, 1 blocked, 0 failed") || !strings.Contains(out, "duplicate of email:send/email-welcome-1") {
+	if !strings.Contains(out, "batch: 2 enqueued, 1 blocked, 0 failed") || !strings.Contains(out, "duplicate of email:send=email~welcome~1") {
 		t.Fatalf("batch output:\n%s", out)
 	}
 	info, err := asynq.NewInspectorFromRedisClient(srv.Client(t)).GetQueueInfo("default")
@@ -100,6 +100,10 @@ func TestStatusAndSingleCommands(t *testing.T) {
 	if !s.Processed || s.State != tasks.StatusDone || s.TaskState == nil || *s.TaskState != "pending" ||
 		s.Queue == nil || *s.Queue != "critical" || s.CompletedAt == nil {
 		t.Fatalf("status: %+v", s)
+	}
+	// The task id the dashboard shows answers the same.
+	if byID, err := cli(t, "", "status", k.TaskID()); err != nil || byID != out {
+		t.Fatalf("status by task id %s: %v\n%s\nwant\n%s", k.TaskID(), err, byID, out)
 	}
 	out, _ = cli(t, "", "payment", "--payment-id", "pmt-20260628-001", "--account", "acct-1", "--amount", "4200", "--currency", "EUR")
 	if !strings.Contains(out, "already processed: done") || !strings.Contains(out, "ch_9") {

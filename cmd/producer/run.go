@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -23,7 +24,7 @@ commands:
   payment  --payment-id ID --account A --amount MINOR --currency CUR [--description D]
   enqueue  TYPE [JSON|-] [--key K]   any task type of the catalog, payload as JSON (- or none: stdin)
   batch    < jobs.jsonl   one {"type":..., "payload":{...}, "idempotency_key":...} per line
-  status   KEY            did this job run? KEY is namespace/id (the task id)
+  status   KEY            did this job run? KEY is namespace/id or its task id
   serve                   run the HTTP ingest API
   version                 print the version (also --version)
 
@@ -141,14 +142,14 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 	}
 	switch {
 	case cmd == "status" && len(args) != 1:
-		return usageErr("status takes one KEY (namespace/id)")
+		return usageErr("status takes one KEY (namespace/id, or its task id)")
 	case cmd == "batch" && len(args) != 0:
 		return usageErr("batch takes no arguments; it reads JSON lines from stdin")
 	}
 	var key dedup.Key
 	if cmd == "status" {
 		var err error
-		if key, err = dedup.ParseKey(args[0]); err != nil {
+		if key, err = dedup.ParseKeyOrTaskID(args[0]); err != nil {
 			return &exitErr{code: exitUsage, err: err}
 		}
 	}
@@ -174,7 +175,7 @@ var commandHelp = map[string]string{
 	"batch": "usage: producer batch < jobs.jsonl\n\nOne JSON object per line: {\"type\":\"email:send\",\"payload\":{...},\"idempotency_key\":\"...\"}.\n" +
 		"Blank lines and lines starting with # are skipped. Every line is checked before anything is\n" +
 		"enqueued; an error names its line. Exit 0 unless a line failed (1) or conflicted (5).",
-	"status": "usage: producer status KEY\n\nKEY is namespace/id, the task id printed by the enqueue commands.\n" +
+	"status": "usage: producer status KEY\n\nKEY is namespace/id, or the task id the enqueue commands print.\n" +
 		"States: pending, scheduled, running, retry, done, failed, archived, unknown.",
 }
 
@@ -198,7 +199,7 @@ func newCatalog(d config.Dedup) (*tasks.Catalog, error) {
 
 // connected runs f with a Producer on the configured Redis.
 func connected(ctx context.Context, cfg config.Producer, f func(*tasks.Producer, redis.UniversalClient) error) error {
-	rdb, err := cfg.Redis.Client()
+	rdb, err := daemon.Client(cfg.Redis)
 	if err != nil {
 		return err
 	}

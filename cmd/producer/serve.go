@@ -8,17 +8,15 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
 )
@@ -54,18 +52,21 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	defer log.Sync()
 
-	rdb, err := cfg.Redis.Client()
+	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log})
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("serve: cannot reach Redis (%s): %w; start one or set ONCEQ_REDIS_URL", redisWhere(cfg.Redis), err)
+	defer d.Shutdown(shutdownTimeout) // on early returns; a no-op after the drain below
+	rdb, metrics := d.Redis, d.Metrics
+	catalog, err := newCatalog(cfg.Dedup)
+	if err != nil {
+		return err
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := observe.NewMetrics(reg)
+	var types []string
+	for _, k := range catalog.Kinds() {
+		types = append(types, k.Type)
+	}
+	metrics.Zero("producer", types)
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
@@ -79,10 +80,6 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	// TTL. The API reports its decisions itself (side "api"), so this
 	// store has no observer: nothing is counted twice.
 	replays, err := dedup.NewRedisStore(rdb, dedup.Options{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
-	if err != nil {
-		return err
-	}
-	catalog, err := newCatalog(cfg.Dedup)
 	if err != nil {
 		return err
 	}
@@ -117,45 +114,37 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		return err
 	}
 
-	var running atomic.Bool
-	running.Store(true)
 	mux := http.NewServeMux()
-	admin.Routes(mux, admin.Options{
-		Guard:    guard,
-		Gatherer: reg,
-		Log:      log,
-		Ready: func(ctx context.Context) error {
-			if !running.Load() {
-				return admin.ErrShuttingDown
-			}
-			return rdb.Ping(ctx).Err()
-		},
-	})
+	admin.Routes(mux, admin.Options{Guard: guard, Gatherer: d.Registry, Ready: d.Ready, Log: log})
 	// Every path but the admin routes is the API's, so that unknown paths
 	// are 404 problems too.
 	mux.Handle("/", handler)
+	// Probes answer from now on, while Redis is still awaited.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("serve: listen: %w", err)
+		return fmt.Errorf("serve: listen on %s: %w", cfg.Addr, err)
 	}
 	srv := admin.Serve(api.Listener(ln), api.Problems(mux))
+	d.OnStop("http server", srv.Shutdown)
+	if err := d.WaitRedis(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before Redis came
+		}
+		return err
+	}
+	d.SetReady()
 	if len(cfg.Tokens) == 0 {
 		log.Warn("no ONCEQ_API_TOKENS: the API's non-webhook routes are open to anyone who can reach " + srv.Addr())
 	}
 	log.Info("api started", zap.String("addr", "http://"+srv.Addr()),
-		zap.Strings("webhook_sources", slices.Sorted(maps.Keys(cfg.WebhookSecrets))), zap.Any("config", cfg.Redacted()))
+		zap.String("redis", d.Where), zap.Strings("webhook_sources", slices.Sorted(maps.Keys(cfg.WebhookSecrets))), zap.Any("config", cfg.Redacted()))
 	if h.ready != nil {
 		h.ready(srv.Addr())
 	}
 
 	<-ctx.Done()
-	log.Info("shutting down", zap.Duration("timeout", shutdownTimeout))
-	running.Store(false)
-	bg, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(bg); err != nil {
-		log.Warn("api shutdown", zap.Error(err))
-	}
+	log.Info("shutting down", zap.NamedError("reason", context.Cause(ctx)), zap.Duration("timeout", shutdownTimeout))
+	d.Shutdown(shutdownTimeout)
 	log.Info("stopped")
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,8 @@ func TestServeHelp(t *testing.T) {
 	}
 }
 
+// Redis down at start: serve stays up, not ready, retrying (no crash loop),
+// and stops cleanly on its signal.
 func TestServeRedisUnreachable(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,11 +46,36 @@ func TestServeRedisUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
+	api := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	t.Setenv("ONCEQ_REDIS_URL", "redis://"+addr+"?dial_timeout=200ms&max_retries=0")
-	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
-	err = serve(t.Context(), nil, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "cannot reach Redis") {
-		t.Fatalf("serve without Redis: %v, want a clear error", err)
+	t.Setenv("ONCEQ_API_ADDR", api)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, nil, io.Discard, io.Discard) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + api + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "waiting for Redis") {
+				t.Fatalf("readyz without Redis: %d %q", resp.StatusCode, b)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited without Redis: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never answered /readyz: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve stopped while waiting for Redis: %v, want a clean stop", err)
 	}
 }
 
@@ -208,12 +236,12 @@ func TestServe(t *testing.T) {
 	for _, want := range []string{
 		// shop's and bob's payments; bob's reuse of shop's payment id and
 		// shop's resend without a replay key.
-		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="enqueued",side="producer"} 2`,
-		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="duplicate",side="producer"} 2`,
-		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="conflict",side="producer"} 1`,
-		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="throttled",side="producer"} 1`,
-		`onceq_dedup_decisions_total{namespace="http",outcome="duplicate",side="api"} 1`,
-		`onceq_dedup_decisions_total{namespace="http",outcome="claimed",side="api"} 4`,
+		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="enqueued",side="producer"} 2`,
+		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="duplicate",side="producer"} 2`,
+		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="conflict",side="producer"} 1`,
+		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="throttled",side="producer"} 1`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="duplicate",side="api"} 1`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="claimed",side="api"} 4`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s in\n%s", want, grepLines(metrics, "onceq_dedup_decisions_total"))

@@ -2,22 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
 )
@@ -25,8 +23,11 @@ import (
 // hooks let tests shorten asynq's retry back-off and learn the admin address;
 // main leaves them zero.
 type hooks struct {
-	retryDelay asynq.RetryDelayFunc
-	ready      func(adminAddr string)
+	retryDelay       asynq.RetryDelayFunc
+	env              map[string]string // the configuration instead of the process environment
+	delayedTaskCheck time.Duration     // asynq's DelayedTaskCheckInterval; 0: asynq's 5s
+	defaultRedisAddr string            // instead of 127.0.0.1:6379 when Redis is not configured
+	ready            func(adminAddr string)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,7 +42,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (configuration is ONCEQ_* variables; see --help)", args)
 	}
-	cfg, err := config.LoadWorker()
+	env := h.env
+	if env == nil {
+		env = config.Environ()
+	}
+	cfg, err := config.LoadWorkerFrom(env)
 	if err != nil {
 		return err
 	}
@@ -51,28 +56,37 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	}
 	defer log.Sync()
 
-	rdb, closeRedis, err := connect(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
-	if err := checkEviction(ctx, rdb, cfg.MaxmemoryPolicy, log); err != nil {
-		return err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := observe.NewMetrics(reg)
-	reg.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb)))
-
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{
-		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
-		Observer: metrics.Observer(log, "worker"),
+	d, err := daemon.New(daemon.Options{
+		Name: "worker", Redis: cfg.Redis, Embedded: cfg.Embedded == config.EmbeddedAuto, DefaultAddr: h.defaultRedisAddr,
+		RefuseEviction: cfg.MaxmemoryPolicy == config.MaxmemoryRefuse, Log: log,
 	})
 	if err != nil {
 		return err
 	}
+	defer d.Shutdown(5 * time.Second) // on early returns; a no-op after the drain below
+	rdb := d.Redis
+	adm, err := d.Listen(cfg.Admin.Addr, http.NewServeMux(), cfg.Admin.Token, admin.Dashboard(rdb, cfg.DashboardReadOnly))
+	if err != nil {
+		return err
+	}
+	if err := d.WaitRedis(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before Redis came
+		}
+		return err
+	}
+
+	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb), slices.Sorted(maps.Keys(cfg.Queues))...))
 	catalog, err := newCatalog(cfg.Dedup)
+	if err != nil {
+		return err
+	}
+	metrics := d.Metrics
+	metrics.Zero("worker", slices.Sorted(maps.Keys(catalog.TypeOptions())))
+	store, err := dedup.NewRedisStore(rdb, dedup.Options{
+		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
+		Observer: metrics.Observer(log, "worker"),
+	})
 	if err != nil {
 		return err
 	}
@@ -82,13 +96,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
+	// Runs after the asynq server stopped: releases the claims it cut off
+	// and sends the completions still waiting for an acknowledgement.
+	d.OnStop("releasing cut-off claims", mw.Shutdown)
 	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	deps, closeDeps, err := buildDeps(cfg, log, producer)
 	if err != nil {
-		mw.Shutdown(ctx)
 		return err
 	}
-	defer closeDeps()
+	d.OnStop("downstreams", func(context.Context) error { closeDeps(); return nil })
 
 	// One round trip less per task where asynq's acknowledgement is known.
 	asynqRDB, err := mw.FoldCompletes(rdb, 0)
@@ -98,62 +114,36 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		log.Info("completions folded into asynq's acknowledgements")
 	}
 	srv := asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
-		Concurrency:     cfg.Concurrency,
-		Queues:          cfg.Queues,
-		StrictPriority:  cfg.StrictPriority,
-		ShutdownTimeout: cfg.ShutdownTimeout,
-		IsFailure:       dedup.IsFailure,
-		RetryDelayFunc:  dedup.RetryDelay(h.retryDelay),
-		Logger:          observe.AsynqLogger{S: log.Named("asynq").Sugar()},
-		LogLevel:        asynqLevel(cfg.Log.Level),
+		Concurrency:              cfg.Concurrency,
+		Queues:                   cfg.Queues,
+		StrictPriority:           cfg.StrictPriority,
+		ShutdownTimeout:          cfg.ShutdownTimeout,
+		DelayedTaskCheckInterval: h.delayedTaskCheck,
+		IsFailure:                dedup.IsFailure,
+		RetryDelayFunc:           dedup.RetryDelay(h.retryDelay),
+		Logger:                   observe.AsynqLogger{S: log.Named("asynq").Sugar()},
+		LogLevel:                 asynqLevel(cfg.Log.Level),
 	})
 	mux := asynq.NewServeMux()
 	mux.Use(mw.Wrap, metrics.HandlerDuration, observe.TaskLog(log.Named("task"), cfg.TaskLog))
 	catalog.Register(mux, deps)
 	if err := srv.Start(mux); err != nil {
-		mw.Shutdown(ctx)
 		return fmt.Errorf("start asynq server: %w", err)
 	}
-	var running atomic.Bool
-	running.Store(true)
-
-	routes := http.NewServeMux()
-	admin.Routes(routes, admin.Options{
-		Token:    cfg.Admin.Token,
-		Gatherer: reg,
-		Ready: func(ctx context.Context) error {
-			if !running.Load() {
-				return errors.New("shutting down")
-			}
-			return rdb.Ping(ctx).Err()
-		},
-		Dashboard: admin.Dashboard(rdb, cfg.DashboardReadOnly),
-	})
-	adm, err := admin.Listen(cfg.Admin.Addr, routes)
-	if err != nil {
-		srv.Shutdown()
-		mw.Shutdown(ctx)
-		return fmt.Errorf("admin listen: %w", err)
-	}
+	// Stops fetching, waits up to ShutdownTimeout for handlers.
+	d.OnStop("asynq server", func(context.Context) error { srv.Shutdown(); return nil })
+	d.SetReady()
 	log.Info("worker started",
 		zap.String("admin", "http://"+adm.Addr()), zap.String("dashboard", "http://"+adm.Addr()+"/monitoring/"),
-		zap.Any("queues", cfg.Queues), zap.Int("concurrency", cfg.Concurrency), zap.Any("config", cfg.Redacted()))
+		zap.String("redis", d.Where), zap.Any("queues", cfg.Queues), zap.Int("concurrency", cfg.Concurrency),
+		zap.Any("config", cfg.Redacted()))
 	if h.ready != nil {
 		h.ready(adm.Addr())
 	}
 
 	<-ctx.Done()
-	log.Info("shutting down", zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
-	running.Store(false)
-	srv.Shutdown() // stops fetching, waits up to ShutdownTimeout for handlers
-	bg, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := mw.Shutdown(bg); err != nil {
-		log.Warn("releasing cut-off claims", zap.Error(err))
-	}
-	if err := adm.Shutdown(bg); err != nil {
-		log.Warn("admin shutdown", zap.Error(err))
-	}
+	log.Info("shutting down", zap.NamedError("reason", context.Cause(ctx)), zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
+	d.Shutdown(5 * time.Second)
 	log.Info("stopped")
 	return nil
 }

@@ -37,18 +37,22 @@ type worker struct {
 // and asynq's retry back-off cut to 50ms.
 func startWorker(t *testing.T, env map[string]string) *worker {
 	t.Helper()
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
+	return startWorkerWith(t, env, hooks{})
+}
+
+// startWorkerWith is startWorker with hooks beyond the test defaults.
+func startWorkerWith(t *testing.T, env map[string]string, h hooks) *worker {
+	t.Helper()
+	h.env = env
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	logs := &testenv.Buffer{}
 	go func() {
-		done <- runWith(ctx, nil, io.Discard, logs, hooks{
-			retryDelay: func(int, error, *asynq.Task) time.Duration { return 50 * time.Millisecond },
-			ready:      func(addr string) { ready <- addr },
-		})
+		h.retryDelay = func(int, error, *asynq.Task) time.Duration { return 50 * time.Millisecond }
+		h.delayedTaskCheck = 50 * time.Millisecond
+		h.ready = func(addr string) { ready <- addr }
+		done <- runWith(ctx, nil, io.Discard, logs, h)
 	}()
 	w := &worker{logs: logs}
 	select {
@@ -146,6 +150,7 @@ func outboxCount(t *testing.T, dir string) int {
 // The same email delivered twice under two task ids is sent once; the second
 // delivery gets the first one's result.
 func TestSameEmailTwiceOneSend(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -200,6 +205,7 @@ func (f *flakyGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // A payment whose gateway fails twice is charged once, on the third attempt.
 func TestPaymentRetriedThenOneCharge(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	gw := &flakyGateway{ledger: &tasks.Ledger{}}
@@ -236,6 +242,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 // the next delivery runs the handler again, and the gateway, keyed by the
 // idempotency key, charges once.
 func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	ledger := &tasks.Ledger{}
@@ -280,6 +287,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 
 // The same key with another payload is archived at once, never retried.
 func TestMismatchArchivedWithoutRetry(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -313,6 +321,7 @@ func TestMismatchArchivedWithoutRetry(t *testing.T) {
 // A webhook redelivered with a new attempt number (volatile) and without
 // onceq's headers, as a plain asynq client would send it: one effect.
 func TestWebhookAttemptFieldIsVolatile(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -346,6 +355,7 @@ func TestWebhookAttemptFieldIsVolatile(t *testing.T) {
 // The dashboard answers its API with onceq's queues, and the metrics count
 // the decisions.
 func TestAdminDashboardAndMetrics(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
@@ -372,14 +382,29 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		m := get(t, "http://"+w.admin+"/metrics", http.StatusOK)
-		if strings.Contains(m, `onceq_dedup_decisions_total{namespace="email:send",outcome="duplicate",side="worker"} 1`) &&
-			strings.Contains(m, `onceq_queue_size{queue="default",state="pending"}`) {
+		if strings.Contains(m, `onceq_dedup_decisions_total{key_namespace="email:send",outcome="duplicate",side="worker"} 1`) &&
+			strings.Contains(m, `onceq_queue_size{queue="default",state="pending"}`) &&
+			strings.Contains(m, `onceq_queue_processed_total{queue="default"} 2`) &&
+			strings.Contains(m, `onceq_queue_failed_total{queue="default"} 0`) &&
+			strings.Contains(m, `onceq_queue_paused{queue="default"} 0`) &&
+			strings.Contains(m, `onceq_queue_latency_seconds{queue="default"} 0`) &&
+			// Started at zero: a configured queue asynq never saw, a counter
+			// before its first event.
+			strings.Contains(m, `onceq_queue_size{queue="low",state="pending"} 0`) &&
+			strings.Contains(m, `onceq_lease_lost_total{key_namespace="payment:charge"} 0`) &&
+			!strings.Contains(m, `{namespace="`) && !strings.Contains(m, `,namespace="`) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("metrics never showed the duplicate:\n%s", m)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if err := e.insp.PauseQueue(tasks.QueueDefault); err != nil {
+		t.Fatal(err)
+	}
+	if m := get(t, "http://"+w.admin+"/metrics", http.StatusOK); !strings.Contains(m, `onceq_queue_paused{queue="default"} 1`) {
+		t.Fatalf("paused queue not shown paused:\n%s", m)
 	}
 	if !strings.Contains(w.logs.String(), `"outcome": "duplicate"`) && !strings.Contains(w.logs.String(), `"outcome":"duplicate"`) {
 		t.Fatalf("duplicate decision not logged:\n%s", w.logs)
@@ -391,21 +416,17 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 // With no Redis configured and nothing on the default address, the worker
 // runs on an in-memory Redis, says so, and processes tasks.
 func TestEmbeddedDefault(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
-	old := defaultRedisAddr
-	defaultRedisAddr = addr
-	t.Cleanup(func() { defaultRedisAddr = old })
 
 	cfg := baseEnv(t, "")
 	delete(cfg, "ONCEQ_REDIS_URL")
-	t.Setenv("ONCEQ_REDIS_URL", "")
-	os.Unsetenv("ONCEQ_REDIS_URL")
-	w := startWorker(t, cfg)
+	w := startWorkerWith(t, cfg, hooks{defaultRedisAddr: addr})
 	if !strings.Contains(w.logs.String(), "NOTHING IS DURABLE") {
 		t.Fatalf("no durability warning:\n%s", w.logs)
 	}
@@ -441,14 +462,12 @@ func get(t *testing.T, url string, want int) string {
 // ONCEQ_MAXMEMORY_CHECK=refuse the worker will not start on one, with the
 // default it starts and warns.
 func TestEvictingRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
 	cfg := baseEnv(t, srv.Addr)
 	cfg["ONCEQ_MAXMEMORY_CHECK"] = "refuse"
-	for k, v := range cfg {
-		t.Setenv(k, v)
-	}
 	logs := &testenv.Buffer{}
-	err := runWith(context.Background(), nil, io.Discard, logs, hooks{})
+	err := runWith(context.Background(), nil, io.Discard, logs, hooks{env: cfg})
 	if err == nil || !strings.Contains(err.Error(), "allkeys-lru") {
 		t.Fatalf("refuse mode on an evicting Redis: %v", err)
 	}

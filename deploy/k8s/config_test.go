@@ -1,7 +1,6 @@
 package k8s_test
 
 import (
-	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -50,7 +49,13 @@ func setVariables(t *testing.T, m *manifests) []string {
 		c := onceqContainer(t, w)
 		for _, from := range c.EnvFrom {
 			if from.SecretRef != nil {
-				names = slices.AppendSeq(names, maps.Keys(secretData(t, m, from.SecretRef.Name)))
+				// Other keys (KEDA_REDIS_ADDRESS) are for KEDA; config ignores
+				// names without the prefix.
+				for k := range secretData(t, m, from.SecretRef.Name) {
+					if strings.HasPrefix(k, config.Prefix+"_") {
+						names = append(names, k)
+					}
+				}
 			}
 		}
 		for _, ev := range c.Env {

@@ -38,9 +38,11 @@ const onceqImage = "ghcr.io/onceq/onceq"
 // onceq-secrets for production, which no overlay generates. Tests stand in
 // these placeholder values.
 var prodSecret = map[string]string{
-	"ONCEQ_REDIS_URL":   "rediss://default:placeholder@redis.example:6380/0",
-	"ONCEQ_ADMIN_TOKEN": "placeholder-admin-token",
-	"ONCEQ_API_TOKENS":  "placeholder-api-token",
+	"ONCEQ_REDIS_URL":      "rediss://redis.example:6380/0",
+	"ONCEQ_REDIS_PASSWORD": "placeholder-redis-password",
+	"KEDA_REDIS_ADDRESS":   "redis.example:6380",
+	"ONCEQ_ADMIN_TOKEN":    "placeholder-admin-token",
+	"ONCEQ_API_TOKENS":     "placeholder-api-token",
 }
 
 // externalSecrets are the Secrets an overlay expects to exist in the cluster.
@@ -80,7 +82,25 @@ type scaledObject struct {
 			Name       string                         `json:"name,omitempty"`
 			MetricType autoscalingv2.MetricTargetType `json:"metricType,omitempty"`
 			Metadata   map[string]string              `json:"metadata"`
+			AuthRef    *struct {
+				Name string `json:"name"`
+				Kind string `json:"kind,omitempty"`
+			} `json:"authenticationRef,omitempty"`
 		} `json:"triggers"`
+	} `json:"spec"`
+}
+
+// triggerAuthentication is the part of KEDA's TriggerAuthentication the
+// manifests use.
+type triggerAuthentication struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		SecretTargetRef []struct {
+			Parameter string `json:"parameter"`
+			Name      string `json:"name"`
+			Key       string `json:"key"`
+		} `json:"secretTargetRef"`
 	} `json:"spec"`
 }
 
@@ -97,6 +117,7 @@ var decoders = map[string]func() any{
 	"networking.k8s.io/v1/NetworkPolicy":     func() any { return new(networkingv1.NetworkPolicy) },
 	"autoscaling/v2/HorizontalPodAutoscaler": func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
 	"keda.sh/v1alpha1/ScaledObject":          func() any { return new(scaledObject) },
+	"keda.sh/v1alpha1/TriggerAuthentication": func() any { return new(triggerAuthentication) },
 }
 
 // manifests is one rendered kustomization, every document decoded.

@@ -1,6 +1,7 @@
 package k8s_test
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -298,9 +299,9 @@ func checkRedisPeers(t *testing.T, m *manifests, np *networkingv1.NetworkPolicy,
 	}
 }
 
-// Prod scales workers with KEDA on the pending-task metric the worker
-// exports, with CPU as the fallback trigger, and never to zero: asynq's
-// recoverer runs inside workers.
+// Prod scales workers with KEDA on each configured queue's pending list in
+// Redis, authenticated from the worker's own Secret, with CPU as a second
+// trigger, and never to zero: asynq's recoverer runs inside workers.
 func TestKEDAScaledObject(t *testing.T) {
 	m := overlay(t, "prod")
 	sos := all[*scaledObject](m)
@@ -320,21 +321,27 @@ func TestKEDAScaledObject(t *testing.T) {
 	} else if mx := so.Spec.MaxReplicaCount; mx == nil || *mx < *mn {
 		t.Errorf("maxReplicaCount %s below minReplicaCount %d", deref(mx), *mn)
 	}
-	var prom, cpu bool
+	queues := configuredQueues(t, m)
+	redisURL, err := url.Parse(prodSecret["ONCEQ_REDIS_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := map[string]bool{}
+	var cpu bool
 	for _, tr := range so.Spec.Triggers {
 		switch tr.Type {
-		case "prometheus":
-			prom = true
-			q := tr.Metadata["query"]
-			if !strings.Contains(q, "onceq_queue_size") || !strings.Contains(q, `state="pending"`) {
-				t.Errorf("prometheus trigger query %q does not read onceq_queue_size{state=\"pending\"}", q)
+		case "redis":
+			lists[tr.Metadata["listName"]] = true
+			if n, err := strconv.Atoi(tr.Metadata["listLength"]); err != nil || n <= 0 {
+				t.Errorf("%s: listLength %q", tr.Name, tr.Metadata["listLength"])
 			}
-			if th, err := strconv.ParseFloat(tr.Metadata["threshold"], 64); err != nil || th <= 0 {
-				t.Errorf("prometheus trigger threshold %q", tr.Metadata["threshold"])
+			if tls := tr.Metadata["enableTLS"] == "true"; tls != (redisURL.Scheme == "rediss") {
+				t.Errorf("%s: enableTLS %q for a %s:// Redis", tr.Name, tr.Metadata["enableTLS"], redisURL.Scheme)
 			}
-			if tr.Metadata["serverAddress"] == "" {
-				t.Error("prometheus trigger has no serverAddress")
+			if db := "/" + tr.Metadata["databaseIndex"]; db != redisURL.Path {
+				t.Errorf("%s: databaseIndex %q, the worker uses %q", tr.Name, tr.Metadata["databaseIndex"], redisURL.Path)
 			}
+			checkRedisAuth(t, m, tr.Name, tr.AuthRef, redisURL)
 		case "cpu":
 			cpu = true
 			if tr.MetricType != autoscalingv2.UtilizationMetricType || tr.Metadata["value"] == "" {
@@ -347,8 +354,17 @@ func TestKEDAScaledObject(t *testing.T) {
 			t.Errorf("unexpected trigger type %q", tr.Type)
 		}
 	}
-	if !prom || !cpu {
-		t.Errorf("triggers: prometheus %v, cpu %v; want both", prom, cpu)
+	for _, q := range queues {
+		if !lists[pendingList(q)] {
+			t.Errorf("no redis trigger on queue %s's pending list %s", q, pendingList(q))
+		}
+		delete(lists, pendingList(q))
+	}
+	for l := range lists {
+		t.Errorf("redis trigger on %s, which is no configured queue's pending list", l)
+	}
+	if !cpu {
+		t.Error("no cpu trigger")
 	}
 	if hpas := all[*autoscalingv2.HorizontalPodAutoscaler](m); len(hpas) > 0 {
 		t.Errorf("prod renders HPA %s next to the ScaledObject: two autoscalers on one Deployment", hpas[0].Name)
@@ -406,16 +422,34 @@ func TestDockerfileMatchesManifests(t *testing.T) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
 	}
-	copied := regexp.MustCompile(`(?m)^COPY --from=build \S+ (\S+)$`).FindAllStringSubmatch(df, -1)
-	var dests []string
-	for _, c := range copied {
-		dests = append(dests, c[1])
+	// What breaks one of the two builders, or fetches more than base images.
+	for _, bad := range []string{"# syntax=", "--platform=$BUILDPLATFORM", "RUN --mount"} {
+		if strings.Contains(df, bad) {
+			t.Errorf("Dockerfile has %q: it would not build with both BuildKit and the classic builder offline", bad)
+		}
 	}
-	for _, name := range overlays {
-		for _, w := range onceqWorkloads(t, overlay(t, name)) {
-			c := onceqContainer(t, w)
-			if len(c.Command) == 0 || !slices.Contains(dests, c.Command[0]) {
-				t.Errorf("%s/%s: command %q is not a binary the Dockerfile installs (%v)", name, w, c.Command, dests)
+	scratch, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile.scratch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, re := range map[string]string{"Dockerfile": `(?m)^COPY --from=build \S+ (\S+)$`, "Dockerfile.scratch": `(?m)^COPY (?:worker|producer) (\S+)$`} {
+		text := df
+		if file == "Dockerfile.scratch" {
+			text = string(scratch)
+			if !strings.Contains(text, "USER 65532") || !strings.Contains(text, "FROM scratch") {
+				t.Errorf("%s: want FROM scratch and USER 65532", file)
+			}
+		}
+		var dests []string
+		for _, c := range regexp.MustCompile(re).FindAllStringSubmatch(text, -1) {
+			dests = append(dests, c[1])
+		}
+		for _, name := range overlays {
+			for _, w := range onceqWorkloads(t, overlay(t, name)) {
+				c := onceqContainer(t, w)
+				if len(c.Command) == 0 || !slices.Contains(dests, c.Command[0]) {
+					t.Errorf("%s/%s: command %q is not a binary %s installs (%v)", name, w, c.Command, file, dests)
+				}
 			}
 		}
 	}

@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/admin"
+	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/observe"
+)
+
+// Options configures New.
+type Options struct {
+	// Name is the process's name in logs ("worker", "api").
+	Name string
+	// Redis says which Redis to use; one rule for every daemon.
+	Redis config.Redis
+	// Embedded lets the daemon start an in-memory Redis when none is
+	// configured and nothing answers on the default address. Default: false.
+	Embedded bool
+	// DefaultAddr replaces 127.0.0.1:6379 when Redis is not configured; for
+	// tests. Default: "".
+	DefaultAddr string
+	// RefuseEviction makes a Redis whose maxmemory-policy is not noeviction
+	// an error instead of a warning. Default: false.
+	RefuseEviction bool
+	// Log receives the start-up and shutdown lines. Required.
+	Log *zap.Logger
+}
+
+// Daemon is what the worker and `producer serve` share: the Redis client,
+// one metrics registry, readiness, the admin server and the ordered shutdown.
+type Daemon struct {
+	Redis    redis.UniversalClient
+	Registry *prometheus.Registry
+	Metrics  *observe.Metrics
+	// Where is the Redis in use, without credentials.
+	Where string
+
+	log      *zap.Logger
+	opts     Options
+	embedded bool
+	notReady atomic.Pointer[error] // why /readyz fails; nil when ready
+	mu       sync.Mutex
+	stops    []stop
+}
+
+type stop struct {
+	name string
+	f    func(context.Context) error
+}
+
+// New builds the Redis client (without connecting) and the registry. With
+// Embedded and nothing configured or answering, it starts an in-memory Redis
+// and says loudly that nothing is durable.
+func New(o Options) (*Daemon, error) {
+	ro, err := o.Redis.UniversalOptions()
+	if err != nil {
+		return nil, err
+	}
+	if !o.Redis.Configured() && o.DefaultAddr != "" {
+		ro.Addrs = []string{o.DefaultAddr}
+	}
+	d := &Daemon{log: o.Log, opts: o, Registry: prometheus.NewRegistry()}
+	d.setNotReady(errWaitingForRedis)
+	if !o.Redis.Configured() && o.Embedded && !answers(ro.Addrs[0]) {
+		mr, stopMR, err := startEmbedded(ro.Addrs[0])
+		if err != nil {
+			return nil, fmt.Errorf("embedded redis on %s: %w", ro.Addrs[0], err)
+		}
+		o.Log.Warn("no Redis configured and none on " + ro.Addrs[0] +
+			": started an IN-MEMORY Redis there. NOTHING IS DURABLE: queued tasks and dedup records die with this process. Set ONCEQ_REDIS_URL for real use.")
+		d.embedded = true
+		d.OnStop("embedded redis", func(context.Context) error { stopMR(); return nil })
+		ro = &redis.UniversalOptions{Addrs: []string{mr.Addr()}}
+		o.Redis.MinReplicas = 0 // miniredis has no replicas
+	}
+	if d.Redis, err = client(o.Redis, ro); err != nil {
+		return nil, err
+	}
+	d.OnStop("redis client", func(context.Context) error { return d.Redis.Close() })
+	d.Where = Where(ro)
+	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.Metrics = observe.NewMetrics(d.Registry)
+	o.Log.Info("using redis", zap.String("redis", d.Where), zap.Bool("embedded", d.embedded),
+		zap.Int("min_replicas", o.Redis.MinReplicas))
+	return d, nil
+}
+
+// WaitRedis blocks until Redis answers (retrying with back-off while
+// /readyz says "waiting for Redis"), then checks its eviction and
+// persistence settings. It fails only when ctx ends or the checks refuse.
+func (d *Daemon) WaitRedis(ctx context.Context) error {
+	if err := waitRedis(ctx, d.Redis, d.Where, d.log); err != nil {
+		return err
+	}
+	if d.embedded {
+		return nil // already warned: nothing is durable
+	}
+	return checkRedis(ctx, d.Redis, d.opts.RefuseEviction, d.log)
+}
+
+// errWaitingForRedis: the process started but Redis has not answered yet.
+var errWaitingForRedis = errors.New("waiting for Redis")
+
+func (d *Daemon) setNotReady(why error) { d.notReady.Store(&why) }
+
+// SetReady marks the process ready once its server runs; /readyz then
+// reports whether Redis answers.
+func (d *Daemon) SetReady() { d.notReady.Store(nil) }
+
+// Ready is /readyz: not before SetReady, not during shutdown, not while
+// Redis does not answer.
+func (d *Daemon) Ready(ctx context.Context) error {
+	if why := d.notReady.Load(); why != nil {
+		return *why
+	}
+	return d.Redis.Ping(ctx).Err()
+}
+
+// Listen serves the admin routes (health, readiness, metrics, the dashboard
+// when given) and whatever the caller put on mux, on addr, from now on:
+// probes answer while Redis is still awaited. It stops last.
+func (d *Daemon) Listen(addr string, mux *http.ServeMux, token string, dashboard http.Handler) (*admin.Server, error) {
+	admin.Routes(mux, admin.Options{Token: token, Gatherer: d.Registry, Ready: d.Ready, Log: d.log, Dashboard: dashboard})
+	srv, err := admin.Listen(addr, mux)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on %s: %w", d.opts.Name, addr, err)
+	}
+	d.OnStop("http server", srv.Shutdown)
+	return srv, nil
+}
+
+// OnStop registers f to run at Shutdown; the last registered runs first, so
+// what was started on top of something stops before it.
+func (d *Daemon) OnStop(name string, f func(context.Context) error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stops = append(d.stops, stop{name, f})
+}
+
+// Shutdown marks the process not ready and runs the stops in reverse order,
+// each bounded by timeout; errors are logged, not returned, so every stop
+// runs.
+func (d *Daemon) Shutdown(timeout time.Duration) {
+	d.setNotReady(admin.ErrShuttingDown)
+	d.mu.Lock()
+	stops := d.stops
+	d.stops = nil
+	d.mu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := stops[i].f(ctx); err != nil {
+			d.log.Warn("shutdown: "+stops[i].name, zap.Error(err))
+		}
+		cancel()
+	}
+}
+
+// Client is the one connection rule: the client config describes, with
+// the durability hook when ONCEQ_REDIS_MIN_REPLICAS asks for it. Short-lived
+// commands (the producer CLI) use it too.
+func Client(r config.Redis) (redis.UniversalClient, error) {
+	ro, err := r.UniversalOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client(r, ro)
+}
+
+func client(r config.Redis, ro *redis.UniversalOptions) (redis.UniversalClient, error) {
+	c := redis.NewUniversalClient(ro)
+	if r.MinReplicas > 0 {
+		if err := RequireReplicas(c, r.MinReplicas, r.WaitTimeout); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,164 @@
+package daemon_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+func newDaemon(t *testing.T, o daemon.Options) (*daemon.Daemon, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.DebugLevel)
+	o.Log = zap.New(core)
+	d, err := daemon.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Shutdown(5 * time.Second) })
+	return d, logs
+}
+
+func logged(logs *observer.ObservedLogs, part string) bool {
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// ONCEQ_REDIS_PASSWORD without a URL authenticates against the default
+// address: one connection rule for every daemon. The log names the Redis
+// but never the password.
+func TestPasswordWithoutURL(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--appendonly", "yes")
+	if err := srv.Client(t).ConfigSet(t.Context(), "requirepass", "s3cret-pw").Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, logs := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{Password: "s3cret-pw",
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, DefaultAddr: srv.Addr})
+	if err := d.WaitRedis(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Redis.Set(t.Context(), "probe", "1", time.Minute).Err(); err != nil {
+		t.Fatalf("write with the password: %v", err)
+	}
+	for _, e := range logs.All() {
+		if strings.Contains(e.Message+e.ContextMap()["redis"].(string), "s3cret") {
+			t.Fatalf("password logged: %v", e)
+		}
+	}
+	if !strings.Contains(d.Where, srv.Addr) || !strings.Contains(d.Where, "with password") {
+		t.Fatalf("where %q", d.Where)
+	}
+	if logged(logs, "persists nothing") {
+		t.Fatal("persistence warning with AOF on")
+	}
+}
+
+// Redis down at start: the daemon keeps retrying and /readyz says it is
+// waiting, instead of exiting (a crash loop in Kubernetes); when Redis
+// comes, it proceeds. A Redis without AOF or RDB gets a warning.
+func TestWaitsForRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--appendonly", "no", "--save", "")
+	srv.Stop()
+	d, logs := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}})
+	adm, err := d.Listen("127.0.0.1:0", http.NewServeMux(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- d.WaitRedis(t.Context()) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for !logged(logs, "redis not reachable; retrying") {
+		if time.Now().After(deadline) {
+			t.Fatal("no retry logged")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := get(t, "http://"+adm.Addr()+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "redis unreachable") {
+		t.Fatalf("readyz while Redis is down: %d %q", code, body)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitRedis did not return after Redis came up")
+	}
+	d.SetReady()
+	if code, body := get(t, "http://"+adm.Addr()+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz with Redis up: %d %q", code, body)
+	}
+	if !logged(logs, "persists nothing") {
+		t.Fatal("no warning about a Redis without AOF or RDB")
+	}
+	d.Shutdown(5 * time.Second)
+	if err := d.Redis.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("redis client still open after Shutdown")
+	}
+}
+
+// WaitRedis gives up only when its context ends.
+func TestWaitRedisCancelled(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	srv.Stop()
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	if err := d.WaitRedis(ctx); err == nil || !strings.Contains(err.Error(), srv.Addr) {
+		t.Fatalf("WaitRedis after cancel: %v", err)
+	}
+}
+
+// Shutdown runs the stops in reverse order of registration.
+func TestShutdownOrder(t *testing.T) {
+	t.Parallel()
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://127.0.0.1:1",
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}})
+	var order []string
+	for _, n := range []string{"server", "store", "asynq"} {
+		d.OnStop(n, func(context.Context) error { order = append(order, n); return nil })
+	}
+	d.Shutdown(time.Second)
+	if strings.Join(order, ",") != "asynq,store,server" {
+		t.Fatalf("order %v", order)
+	}
+	if err := d.Ready(context.Background()); err == nil || err.Error() != "shutting down" {
+		t.Fatalf("ready after shutdown: %v", err)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Shutdown signals. SIGHUP drains like SIGTERM: onceq has nothing to
+// reload, and a hangup comes from a closing terminal or a supervisor that
+// wants the process gone; dying at once (Go's default) would cut handlers off
+// mid-effect and leave their claims to expire, so their jobs ran again
+// minutes later and effects doubled where the downstream does not dedup.
+var drainSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// ForcedExitCode is the exit status after a second signal cut the drain short.
+const ForcedExitCode = 2
+
+// SignalContext returns a context that ends, with the signal as its cause,
+// at the first SIGINT, SIGTERM or SIGHUP. A second one means "now": it
+// writes a line to stderr and calls exit(ForcedExitCode) without draining
+// (claims of running handlers then wait out their lease). exit is os.Exit
+// outside tests.
+func SignalContext(parent context.Context, stderr io.Writer, exit func(int)) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, drainSignals...)
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			cancel(fmt.Errorf("received %s", sig))
+		case <-stopped:
+			return
+		}
+		select {
+		case sig := <-ch:
+			fmt.Fprintf(stderr, "received %s again: exiting now without draining\n", sig)
+			exit(ForcedExitCode)
+		case <-stopped:
+		}
+	}()
+	var once bool
+	return ctx, func() {
+		if !once {
+			once = true
+			signal.Stop(ch)
+			close(stopped)
+		}
+		cancel(context.Canceled)
+	}
+}

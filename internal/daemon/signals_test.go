@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+// One test owns the process's signals: SIGHUP begins a drain, a second
+// signal forces the exit.
+func TestSignalContext(t *testing.T) {
+	exited := make(chan int, 1)
+	var stderr testenv.Buffer
+	ctx, stop := SignalContext(context.Background(), &stderr, func(code int) { exited <- code })
+	defer stop()
+
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGHUP did not end the context")
+	}
+	if cause := context.Cause(ctx); cause == nil || cause.Error() != "received hangup" {
+		t.Fatalf("cause %v, want received hangup", cause)
+	}
+	select {
+	case code := <-exited:
+		t.Fatalf("exit(%d) after one signal", code)
+	default:
+	}
+
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-exited:
+		if code != ForcedExitCode {
+			t.Fatalf("exit(%d), want %d", code, ForcedExitCode)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("second signal did not force the exit")
+	}
+	if got := stderr.String(); got != "received terminated again: exiting now without draining\n" {
+		t.Fatalf("stderr %q", got)
+	}
+}
