@@ -58,6 +58,15 @@ func JobFor(typ string, payload []byte, explicit string) (Job, error) {
 			return Job{}, err
 		}
 		return NewWebhook(w, explicit)
+	case TypeOrder:
+		var o Order
+		if err := Decode(payload, &o); err != nil {
+			return Job{}, err
+		}
+		if explicit != "" && explicit != o.OrderID {
+			return Job{}, fmt.Errorf("%w: an order's idempotency key is its order_id", ErrInvalid)
+		}
+		return NewOrder(o)
 	}
 	return Job{}, fmt.Errorf("%w: unknown task type %q", ErrInvalid, typ)
 }

@@ -5,6 +5,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/pgledger"
 )
 
 // Deps are what the handlers need from the process that runs them.
@@ -14,7 +15,9 @@ type Deps struct {
 	Scanner  *Scanner
 	Gateway  *GatewayClient
 	Enqueuer Enqueuer // webhook routing enqueues follow-up jobs
-	Log      *zap.Logger
+	// Ledger runs transactional tasks (order:fulfil); nil refuses them.
+	Ledger *pgledger.Ledger
+	Log    *zap.Logger
 }
 
 // Register puts every handler of the catalog on mux.
@@ -24,6 +27,7 @@ func Register(mux *asynq.ServeMux, d Deps) {
 	mux.Handle(TypeScan, ScanHandler{Scanner: d.Scanner, Log: log.Named(TypeScan)})
 	mux.Handle(TypePayment, PaymentHandler{Gateway: d.Gateway, Log: log.Named(TypePayment)})
 	mux.Handle(TypeWebhook, WebhookHandler{Enqueuer: d.Enqueuer, Log: log.Named(TypeWebhook)})
+	mux.Handle(TypeOrder, orderHandler(d))
 }
 
 // TypeOptions is the dedup middleware's view of the catalog: volatile fields
@@ -35,6 +39,7 @@ func TypeOptions() map[string]dedup.TypeOptions {
 		TypeScan:    {Volatile: dedup.VolatileFields(Scan{}), WriteResult: true},
 		TypePayment: {Volatile: dedup.VolatileFields(Payment{}), WriteResult: true},
 		TypeWebhook: {Volatile: dedup.VolatileFields(Webhook{})},
+		TypeOrder:   {WriteResult: true},
 	}
 }
 
