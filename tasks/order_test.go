@@ -59,11 +59,12 @@ func TestNewOrder(t *testing.T) {
 func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgledger.Open(ctx, pgtest.New(t), 4)
+	ledger, err := pgledger.Open(ctx, pgtest.New(t), 4, pgledger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	defer ledger.Close()
+	pool := ledger.Pool()
 	if err := pgledger.Migrate(ctx, pool, "order", tasks.OrderMigrations); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 	defer mw.Shutdown(ctx)
 	mux := asynq.NewServeMux()
 	mux.Use(mw.Wrap)
-	tasks.Register(mux, tasks.Deps{Ledger: pgledger.New(pool, pgledger.Options{})})
+	tasks.Register(mux, tasks.Deps{Ledger: ledger})
 
 	j, err := tasks.NewOrder(validOrder())
 	if err != nil {

@@ -80,7 +80,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if len(args) != 1 {
 			return errors.New("status takes one KEY (namespace/id)")
 		}
-		return status(ctx, rdb, store, args[0], stdout)
+		st, closeLedger, err := withLedger(ctx, cfg.Postgres, store)
+		if err != nil {
+			return err
+		}
+		defer closeLedger()
+		return status(ctx, rdb, st, args[0], stdout)
 	}
 	fmt.Fprintln(stderr, usage)
 	return fmt.Errorf("unknown command %q", cmd)

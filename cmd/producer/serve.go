@@ -82,10 +82,15 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
+	reads, closeLedger, err := withLedger(ctx, cfg.Postgres, replays)
+	if err != nil {
+		return err
+	}
+	defer closeLedger()
 	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), UniqueWindow: cfg.UniqueWindow})
 	opts := api.Options{
 		Producer:         producer,
-		Store:            replays,
+		Store:            reads,
 		Redis:            rdb,
 		WebhookSecrets:   cfg.WebhookSecrets,
 		WebhookTolerance: cfg.WebhookTolerance,

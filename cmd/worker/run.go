@@ -85,6 +85,13 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 	defer closeDeps()
+	ledger, closeLedger, err := openLedger(ctx, cfg, log)
+	if err != nil {
+		mw.Shutdown(ctx)
+		return err
+	}
+	defer closeLedger()
+	deps.Ledger = ledger
 
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:     cfg.Concurrency,

@@ -34,9 +34,9 @@ func New(pool *pgxpool.Pool, opts Options) *Ledger {
 }
 
 // Open connects a pool to url with at most maxConns connections (0: pgx's
-// default, the larger of 4 and the CPU count) and applies the ledger's
-// migrations.
-func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+// default, the larger of 4 and the CPU count), applies the ledger's
+// migrations and returns the Ledger; Close closes its pool.
+func Open(ctx context.Context, url string, maxConns int32, opts Options) (*Ledger, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's message can quote the URL, password included.
@@ -61,8 +61,11 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 		pool.Close()
 		return nil, err
 	}
-	return pool, nil
+	return New(pool, opts), nil
 }
+
+// Close closes the ledger's pool.
+func (l *Ledger) Close() { l.pool.Close() }
 
 // Pool is the ledger's connection pool.
 func (l *Ledger) Pool() *pgxpool.Pool { return l.pool }

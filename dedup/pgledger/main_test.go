@@ -19,15 +19,16 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 func newLedger(t *testing.T, opts pgledger.Options) (*pgledger.Ledger, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pgledger.Open(ctx, pgtest.New(t), 16)
+	l, err := pgledger.Open(ctx, pgtest.New(t), 16, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
+	t.Cleanup(l.Close)
+	pool := l.Pool()
 	if _, err := pool.Exec(ctx, `CREATE TABLE effects (key text NOT NULL, n int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	return pgledger.New(pool, opts), pool
+	return l, pool
 }
 
 func effects(t *testing.T, pool *pgxpool.Pool, key string) int {
