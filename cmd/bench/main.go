@@ -8,6 +8,7 @@
 //	go run ./cmd/bench                 # default: N=20000, 7 paired rounds (about 5 min on 2 cores)
 //	go run ./cmd/bench -quick          # smoke run
 //	go run ./cmd/bench -json out.json -cpuprofile cpu.out
+//	go run ./cmd/bench -pg [-n 2000 -rounds 3]  # transactional handlers (Postgres ledger)
 //
 // By default it starts its own redis-server on a free loopback port (no
 // persistence) and kills it at the end. With -redis-url it uses that server
@@ -29,6 +30,8 @@ func main() {
 	var err error
 	if len(os.Args) == 2 && os.Args[1] == "-worker" {
 		err = serveWorker(ctx, os.Stdin, os.Stdout, os.Stderr)
+	} else if len(os.Args) >= 2 && os.Args[1] == "-pg" {
+		err = runPG(ctx, os.Args[2:], os.Stdout) // transactional handlers: pg.go
 	} else {
 		_, err = run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
 	}
