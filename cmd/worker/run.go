@@ -85,7 +85,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 	defer closeDeps()
-	ledger, closeLedger, err := openLedger(ctx, cfg, log)
+	ledger, closeLedger, err := openLedger(ctx, cfg, log, metrics.Observer(log, "worker"))
 	if err != nil {
 		mw.Shutdown(ctx)
 		return err

@@ -20,7 +20,8 @@ import (
 // ledger when Redis knows nothing.
 func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 	t.Parallel()
-	l, pool := newLedger(t, pgledger.Options{})
+	var seen []dedup.Decision
+	l, pool := newLedger(t, pgledger.Options{Observer: func(_ context.Context, d dedup.Decision) { seen = append(seen, d) }})
 	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +61,9 @@ func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 	rec, err := store.Status(ctx, k)
 	if err != nil || rec.State != dedup.StateDone || string(rec.Result) != `{"lines":2}` {
 		t.Fatalf("Redis record after the redelivery: %+v %v, want done with the ledger's result", rec, err)
+	}
+	if len(seen) != 1 || seen[0].Outcome != dedup.OutcomeDuplicate || seen[0].Key != k {
+		t.Fatalf("ledger decisions %+v, want one duplicate of %s", seen, k)
 	}
 }
 

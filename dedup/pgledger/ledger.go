@@ -20,6 +20,9 @@ type Options struct {
 	// the job again. It exists to measure what the ledger buys.
 	// Default: false.
 	NoRecord bool
+	// Observer sees the ledger's own decisions: a delivery the Redis claim
+	// let through that the ledger found done. Default: none.
+	Observer dedup.Observer
 }
 
 // Ledger is the Postgres record of transactional jobs.
@@ -30,6 +33,9 @@ type Ledger struct {
 
 // New returns a Ledger on pool; call Migrate once at start-up.
 func New(pool *pgxpool.Pool, opts Options) *Ledger {
+	if opts.Observer == nil {
+		opts.Observer = func(context.Context, dedup.Decision) {}
+	}
 	return &Ledger{pool: pool, opts: opts}
 }
 

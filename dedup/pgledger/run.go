@@ -72,7 +72,7 @@ func (l *Ledger) Run(ctx context.Context, key dedup.Key, fingerprint string, wor
 		out.Attempts++
 		out.Result = res
 		_, err = tx.Exec(ctx, `UPDATE onceq_ledger SET state = 'done', attempts = $2, result = $3, error = '',
-			fingerprint = $4, updated_at = now(), completed_at = now() WHERE key = $1`,
+			fingerprint = COALESCE(NULLIF($4, ''), fingerprint), updated_at = now(), completed_at = now() WHERE key = $1`,
 			key.String(), out.Attempts, res, fingerprint)
 		if err != nil {
 			return fmt.Errorf("pgledger: record %q: %w", key.String(), err)
@@ -81,6 +81,8 @@ func (l *Ledger) Run(ctx context.Context, key dedup.Key, fingerprint string, wor
 	})
 	switch {
 	case errors.Is(err, errDuplicate):
+		l.opts.Observer(ctx, dedup.Decision{Op: dedup.OpClaim, Key: key, Outcome: dedup.OutcomeDuplicate,
+			Reason: "postgres ledger: done (the Redis record was missing)"})
 		return out, nil
 	case err != nil:
 		if !errors.Is(err, dedup.ErrMismatch) {

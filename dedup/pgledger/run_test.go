@@ -77,6 +77,9 @@ func TestRunErrorRollsBackThenRetryCommitsOnce(t *testing.T) {
 		t.Fatalf("after the retry: %+v, want done with the result", rec)
 	}
 
+	if rec.Fingerprint != "fp1" || rec.Attempts != 2 {
+		t.Fatalf("after the retry: fingerprint %q, attempts %d; want fp1, 2", rec.Fingerprint, rec.Attempts)
+	}
 	for range 3 {
 		out, err = l.Run(ctx, k, "fp1", insertEffect(k, "again"))
 		if err != nil || !out.Duplicate || string(out.Result) != `{"ok":1}` {
