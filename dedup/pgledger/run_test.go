@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -198,5 +199,29 @@ func TestRunNoRecordRunsEveryTime(t *testing.T) {
 	}
 	if n := effects(t, pool, k.String()); n != 2 {
 		t.Fatalf("%d effect rows, want 2 (no ledger)", n)
+	}
+}
+
+// Prune removes done rows completed before the cutoff, and only those.
+func TestPrune(t *testing.T) {
+	t.Parallel()
+	l, _ := newLedger(t, pgledger.Options{})
+	ctx := context.Background()
+	old, failed := key(t, "prune-old"), key(t, "prune-failed")
+	if _, err := l.Run(ctx, old, "", insertEffect(old, "")); err != nil {
+		t.Fatal(err)
+	}
+	l.Run(ctx, failed, "", func(context.Context, pgx.Tx) ([]byte, error) { return nil, errors.New("no") })
+	if n, err := l.Prune(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("prune before the rows: %d %v, want 0", n, err)
+	}
+	if n, err := l.Prune(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("prune after the rows: %d %v, want 1 (the done row)", n, err)
+	}
+	if rec := status(t, l, old); rec.State != dedup.StateAbsent {
+		t.Fatalf("pruned row: %+v", rec)
+	}
+	if rec := status(t, l, failed); rec.State != dedup.StateFailed {
+		t.Fatalf("failed row after prune: %+v, want kept", rec)
 	}
 }
