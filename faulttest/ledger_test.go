@@ -33,9 +33,10 @@ func (r ledgerRun) String() string {
 // just after the commit and before asynq's ack), then Redis is restarted
 // empty: queue, claims and done records gone, as a failover to a replica
 // that lagged or a restart without AOF would leave it. The application
-// enqueues every order again. With the Postgres ledger every order has its
-// rows exactly once and none is lost; the same run with Redis-only
-// deduplication ships orders twice, and both counts are printed.
+// enqueues every order again, and one more kill during that leaves a task
+// to asynq's recoverer. With the Postgres ledger every order has its rows
+// exactly once and none is lost; the same run with Redis-only deduplication
+// ships orders twice, and both counts are printed. About 2-3 minutes.
 func TestKillNineTransactionalRedisForgets(t *testing.T) {
 	requireFaultTests(t)
 	t.Parallel()
@@ -104,13 +105,8 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 
 	var run ledgerRun
 	w := startWorker(t, "worker-0", vars)
-	for wave := range waves {
-		for i := range perWave {
-			j := order(wave*perWave + i)
-			jobs = append(jobs, j)
-			r.enqueue(j)
-		}
-		// Wait for a transaction in flight, then kill within a few ms of it.
+	// kill waits for a transaction in flight, then kills within a few ms of it.
+	kill := func() {
 		deadline := time.Now().Add(10 * time.Second)
 		for !openTx() && time.Now().Before(deadline) {
 		}
@@ -121,6 +117,14 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 		if inTx {
 			run.killsInTx++
 		}
+	}
+	for wave := range waves {
+		for i := range perWave {
+			j := order(wave*perWave + i)
+			jobs = append(jobs, j)
+			r.enqueue(j)
+		}
+		kill()
 		w = startWorker(t, fmt.Sprintf("worker-%d", wave+1), vars)
 	}
 
@@ -134,8 +138,14 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 		code, body := w.get("/readyz")
 		return code == http.StatusOK, body
 	})
-	// The application enqueues again what it cannot see completed.
-	for _, j := range jobs {
+	// The application enqueues again what it cannot see completed. Halfway,
+	// one more kill: its task stays active in Redis, and comes back only
+	// through asynq's recoverer (1-2 minutes), to a claim whose lease ran out.
+	for i, j := range jobs {
+		if i == len(jobs)/2 {
+			kill()
+			w = startWorker(t, "worker-last", vars)
+		}
 		for try := 0; ; try++ {
 			o, err := r.prod.Enqueue(ctx, j)
 			// A duplicate on a retry: the failed call had been written
@@ -167,7 +177,9 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 		}
 		return perOrder, rows.Err()
 	}
-	eventually(t, 3*time.Minute, "every order shipped and the queues idle", func() (bool, string) {
+	// asynq's recoverer runs every minute and takes leases expired >= 30 s
+	// ago; then the first retry waits 15-44 s.
+	settled := eventually(t, 4*time.Minute, "every order shipped and the queues idle", func() (bool, string) {
 		per, err := shipped()
 		if err != nil {
 			return false, err.Error()
@@ -204,6 +216,7 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 			t.Errorf("ledger: %d done rows (%v), want %d", done, err, len(jobs))
 		}
 	}
-	t.Logf("%s: %v", map[bool]string{true: "ledger", false: "redis-only"}[ledger], run)
+	t.Logf("%s: %v; settled %s after the re-enqueue", map[bool]string{true: "ledger", false: "redis-only"}[ledger],
+		run, settled.Round(time.Second))
 	return run
 }
