@@ -19,7 +19,8 @@ import (
 // DefaultURL is the machine's test database, used to create the others.
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-func adminURL() string {
+// AdminURL is the database New creates databases from.
+func AdminURL() string {
 	if u := os.Getenv("ONCEQ_TEST_POSTGRES_URL"); u != "" {
 		return u
 	}
@@ -32,7 +33,7 @@ func New(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	base := adminURL()
+	base := AdminURL()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		unavailable(t, "no Postgres at "+redact(base)+": "+err.Error())
