@@ -51,25 +51,33 @@ func TestStatusReadsTheLedger(t *testing.T) {
 		t.Fatalf("status with the ledger: %v\n%s", err, out)
 	}
 
+	// The API shows a job to the client that enqueued it; this owner record
+	// is what its enqueue writes (api/owner.go), with a longer life than the
+	// idempotency record that Redis lost here.
+	if err := rdb.Set(ctx, "onceq:{"+k.String()+"}:api-owner", "shop", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
-	t.Setenv("ONCEQ_API_TOKENS", "tok")
-	ctx, cancel := context.WithCancel(t.Context())
+	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-shop-0123456789")
+	sctx, cancel := context.WithCancel(t.Context())
 	var stderr testenv.Buffer
 	ready, done := make(chan string, 1), make(chan error, 1)
 	go func() {
-		done <- serveWith(ctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
+		done <- serveWith(sctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
 	}()
-	defer func() { cancel(); <-done }()
 	var addr string
 	select {
 	case addr = <-ready:
+		defer func() { cancel(); <-done }()
 	case err := <-done:
+		cancel()
 		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
 	case <-time.After(10 * time.Second):
+		cancel()
 		t.Fatalf("serve not ready\n%s", stderr.String())
 	}
 	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/jobs/order:fulfil%2Ford-status-1", nil)
-	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Authorization", "Bearer tok-shop-0123456789")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
