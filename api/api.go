@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -24,7 +23,11 @@ type Options struct {
 	// job status reads. Its DoneTTL is how long a response is replayed, so
 	// give the API a store of its own. Required.
 	Store dedup.Store
-	// Redis is where GET /v1/jobs finds the asynq task. Required.
+	// Catalog builds every job: routes, key rules, windows. Default: the
+	// built-in task types under the default windows.
+	Catalog *tasks.Catalog
+	// Redis is the Producer's Redis; it keeps who enqueued each job, so
+	// GET /v1/jobs shows a job only to its owner. Required.
 	Redis redis.UniversalClient
 	// Clients are the named callers; each owns its idempotency keys and
 	// jobs. Default: none.
@@ -38,6 +41,9 @@ type Options struct {
 	// a signature by any of them is accepted, so a sender can rotate. A
 	// source without one is a 404. Default: none.
 	WebhookSecrets map[string][]string
+	// WebhookIDFields names, per source, the top-level field of the signed
+	// body that holds the sender's event id. Default: "id".
+	WebhookIDFields map[string]string
 	// WebhookTolerance is how far a signature's timestamp may be from Now.
 	// Default: 5m.
 	WebhookTolerance time.Duration
@@ -96,6 +102,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Catalog == nil {
+		c, err := tasks.NewCatalog(tasks.Windows{})
+		if err != nil {
+			return o, err
+		}
+		o.Catalog = c
+	}
 	switch {
 	case o.Producer == nil:
 		return o, errors.New("api: Options.Producer is required")
@@ -115,8 +128,13 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		// Fail at start-up, not on every delivery, for a source name the
 		// webhook task refuses.
-		if _, err := tasks.NewWebhook(tasks.Webhook{Source: src, EventID: "probe", Type: "probe"}, ""); err != nil {
+		if _, err := tasks.NewWebhook(tasks.Webhook{Source: src, EventID: "probe", Type: "probe"}); err != nil {
 			return o, fmt.Errorf("api: webhook source %q: %w", src, err)
+		}
+	}
+	for src, f := range o.WebhookIDFields {
+		if _, ok := o.WebhookSecrets[src]; !ok || f == "" || reservedEventField[f] {
+			return o, fmt.Errorf("api: webhook id field %q of source %q: the source needs a secret, the field a name other than type, data or attempt", f, src)
 		}
 	}
 	return o, nil
@@ -128,7 +146,6 @@ type server struct {
 	creds   []credential
 	claims  *claims
 	replays *replayCache
-	insp    *asynq.Inspector
 }
 
 // New returns the API's handler for the whole server: routes under /v1/,
@@ -143,11 +160,13 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL), insp: asynq.NewInspectorFromRedisClient(o.Redis)}
+	s := &server{opts: o, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL)}
 	mux := http.NewServeMux()
-	handle(mux, http.MethodPost, "/v1/payments", s.bearer(s.ingest(payments)))
-	handle(mux, http.MethodPost, "/v1/emails", s.bearer(s.ingest(emails)))
-	handle(mux, http.MethodPost, "/v1/scans", s.bearer(s.ingest(scans)))
+	for _, k := range o.Catalog.Kinds() {
+		if k.Route != "" {
+			handle(mux, http.MethodPost, "/v1/"+k.Route, s.bearer(s.ingest(k)))
+		}
+	}
 	handle(mux, http.MethodPost, "/v1/webhooks/{source}", http.HandlerFunc(s.webhook))
 	// {key...}: a key's "/" may arrive escaped (%2F) or not.
 	handle(mux, http.MethodGet, "/v1/jobs/{key...}", s.bearer(http.HandlerFunc(s.job)))

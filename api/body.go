@@ -48,15 +48,18 @@ func checkJSON(r *http.Request) *response {
 	return &resp
 }
 
-// decode strictly decodes body into v: unknown fields, trailing data and
-// wrong types are a 400.
-func decode(body []byte, v any) *response {
-	if err := tasks.Decode(body, v); err != nil {
-		msg := strings.TrimPrefix(err.Error(), tasks.ErrInvalid.Error()+": ")
-		resp := problem(http.StatusBadRequest, probBadRequest, "the body is not the expected JSON: "+msg)
-		return &resp
+// refused maps a catalog error: a body that is not the expected JSON
+// (syntax, unknown fields, trailing data, wrong types) is a 400, well-formed
+// content the task refuses a 422.
+func refused(err error) response {
+	if errors.Is(err, tasks.ErrMalformed) {
+		msg := err.Error()
+		if _, after, ok := strings.Cut(msg, tasks.ErrMalformed.Error()+": "); ok {
+			msg = after
+		}
+		return problem(http.StatusBadRequest, probBadRequest, "the body is not the expected JSON: "+msg)
 	}
-	return nil
+	return invalid(err)
 }
 
 // invalid turns a constructor's validation error into a 422: the JSON was

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -56,7 +57,11 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	ledger := &tasks.Ledger{}
 	gw := httptest.NewServer(ledger)
 	t.Cleanup(gw.Close)
-	mw, err := dedup.NewMiddleware(e.jobs, dedup.MiddlewareOptions{Types: tasks.TypeOptions()})
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := dedup.NewMiddleware(e.jobs, dedup.MiddlewareOptions{Types: catalog.TypeOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +71,11 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := mw.Wrap(tasks.PaymentHandler{Gateway: &tasks.GatewayClient{URL: gw.URL, HTTP: gw.Client()}})
-	task := asynq.NewTaskWithHeaders(info.Type, info.Payload, info.Headers)
+	// A real delivery carries the key as its task id, which only asynq's
+	// server can put in the context: here it goes in the header instead.
+	hdr := maps.Clone(info.Headers)
+	hdr[dedup.HeaderKey] = info.ID
+	task := asynq.NewTaskWithHeaders(info.Type, info.Payload, hdr)
 	for range 2 { // redelivered: the second run is acknowledged as a duplicate
 		if err := h.ProcessTask(t.Context(), task); err != nil {
 			t.Fatal(err)
@@ -88,7 +97,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 
 	// Submitted again after processing: still a duplicate, now with the result.
 	third := accepted(t, e.post(paymentPath, body, ""), http.StatusOK)
-	if third.State != "completed" || third.Result == nil || !strings.Contains(third.Reason, "already processed") {
+	if third.State != tasks.StatusDone || third.Result == nil || !strings.Contains(third.Reason, "already processed") {
 		t.Fatalf("third submission %+v", third)
 	}
 }

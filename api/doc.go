@@ -1,10 +1,15 @@
 // Package api is onceq's HTTP ingest API, served by `producer serve`:
 //
 //	POST /v1/payments            {"payment_id","account","amount","currency","description"?}
-//	POST /v1/emails              {"to","subject","body","id"?}
-//	POST /v1/scans               {"path","mode"?,"file_id"?}
+//	POST /v1/emails              {"to","subject","body","id"?,"trace_id"?}
+//	POST /v1/scans               {"path","mode"?,"file_id"?,"request_id"?}
+//	POST /v1/sms                 {"to","body","id"?}
 //	POST /v1/webhooks/{source}   {"id","type","data"?,"attempt"?}
 //	GET  /v1/jobs/{key}          key is "namespace/id", URL-escaped or not
+//
+// The POST /v1/<route> endpoints come from the task catalog (tasks.Kind's
+// Route); their bodies are the task payloads, built by tasks.Catalog.Build
+// exactly as batch files and the CLI are.
 //
 // # Authentication
 //
@@ -45,23 +50,36 @@
 // once, with the same or a corrected body. A claim whose Redis reply was
 // lost is cleared by the next retry reaching the same process (elsewhere it
 // lasts the short API lease). Keys are scoped per client and route (and per
-// webhook source), at most 255 bytes, without control characters. Webhooks
-// require a key; elsewhere it is optional, and the producer's own
-// deduplication (a payment's payment_id, a content hash) applies with or
+// webhook source), at most 255 bytes, without control characters. The key
+// is optional everywhere, and the producer's own deduplication (a payment's
+// payment_id, a webhook's signed event id, a content hash) applies with or
 // without it.
 //
-// A payment's job is keyed by its payment_id whatever the header says (a
-// global key: another client sending it gets a bare "duplicate", nothing of
-// the job); an email without an "id" takes "<client>:<header>" as its id; a
-// webhook event's job is keyed by "<source>:<Idempotency-Key>", so two
-// senders cannot collide. GET /v1/jobs shows a job only to the client that
-// enqueued it; to anyone else it is a 404.
+// The header scopes replays of a request; whether it is also part of the job
+// key is the task type's key rule: a payment's job is keyed by its
+// payment_id whatever the header says (a global key: another client sending
+// it gets a bare "duplicate", nothing of the job); an email or SMS without
+// an "id" takes "<client>:<header>" as its id; a webhook event's job is
+// keyed by "<source>:<event id>", the id taken from the signed body (the
+// "id" field, or the field ONCEQ_WEBHOOK_ID_FIELDS names for the source), so
+// a captured body re-sent under a new header is a duplicate and two senders
+// cannot collide. GET /v1/jobs shows a job only to the client that enqueued
+// it; to anyone else it is a 404.
 //
 // # Responses
 //
 //	202 {"decision":"enqueued","key","task_id","queue","state"}
 //	200 {"decision":"duplicate","key","task_id","state","result","reason"}
+//	422 problem "job-key-conflict": the job key was accepted before with other
+//	    content (a payment id reused for another charge); nothing is enqueued
+//	    and the other job's state and result are not disclosed
 //	429 problem, Retry-After: the producer's rate rule refused the job
+//
+// Conflict is 422, not 409, following the IETF Idempotency-Key draft: 422 is
+// "this key was used with another payload", which a reused business key is;
+// 409 stays "the first request with this key is still in flight", which a
+// retry may outlast. state is one of pending, scheduled, running, retry,
+// done, failed, archived, unknown (tasks.Status), as in GET /v1/jobs.
 //
 // Errors are RFC 9457 problem documents (application/problem+json) with
 // type, title, status and detail: 400 malformed JSON, duplicate or

@@ -262,7 +262,7 @@ const (
 )
 
 func paymentBody(id, account string, amount int) string {
-	b, _ := json.Marshal(api.PaymentRequest{PaymentID: id, Account: account, Amount: int64(amount), Currency: "EUR"})
+	b, _ := json.Marshal(tasks.Payment{PaymentID: id, Account: account, Amount: int64(amount), Currency: "EUR"})
 	return string(b)
 }
 

@@ -49,20 +49,16 @@ func scopedID(prefix, key string) string {
 	return "sha256-" + hex.EncodeToString(sum[:])
 }
 
-// fingerprint identifies a request for the mismatch check: method, route
-// and the JSON of the decoded, validated request value. Bodies that decode
-// to the same value are the same request whatever their key order or
-// spacing; the strict decoder already refused bodies whose meaning is
-// ambiguous (duplicate or case-variant names).
-func fingerprint(method, route string, v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
+// fingerprint identifies a request for the mismatch check: method, route,
+// the job key and the job's fingerprint, which the catalog takes from the
+// decoded, validated payload. Bodies that decode to the same value are the
+// same request whatever their key order or spacing; the strict decoder
+// already refused bodies whose meaning is ambiguous (duplicate or
+// case-variant names).
+func fingerprint(method, route, jobKey, jobFingerprint string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %s\n", method, route)
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	fmt.Fprintf(h, "%s %s\n%s\n%s", method, route, jobKey, jobFingerprint)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // once runs do at most once per (principal, route, key) while the store

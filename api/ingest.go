@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,107 +13,22 @@ import (
 	"github.com/onceq/onceq/tasks"
 )
 
-// Request bodies. They are the API's contract, kept apart from the task
-// payloads so that a field added to a task is not accepted over HTTP by
-// accident.
-type (
-	// PaymentRequest is the body of POST /v1/payments; Amount is in minor units.
-	PaymentRequest struct {
-		PaymentID   string `json:"payment_id"`
-		Account     string `json:"account"`
-		Amount      int64  `json:"amount"`
-		Currency    string `json:"currency"`
-		Description string `json:"description,omitempty"`
+// build turns a request body into its Job through the catalog, the one
+// place that knows every task type's payload, key rule and windows. key is
+// the request's Idempotency-Key; the type's rule says whether it is part of
+// the job key (emails, SMS: when the payload names no id) or only scopes
+// replays of this request (payments, scans).
+func (s *server) build(typ string, body []byte, key string) (tasks.Job, *response) {
+	j, err := s.opts.Catalog.Build(typ, body, key)
+	if err != nil {
+		resp := refused(err)
+		return tasks.Job{}, &resp
 	}
-	// EmailRequest is the body of POST /v1/emails.
-	EmailRequest struct {
-		To      string `json:"to"`
-		Subject string `json:"subject"`
-		Body    string `json:"body"`
-		ID      string `json:"id,omitempty"`
-	}
-	// ScanRequest is the body of POST /v1/scans.
-	ScanRequest struct {
-		Path   string `json:"path"`
-		Mode   string `json:"mode,omitempty"`
-		FileID string `json:"file_id,omitempty"`
-	}
-	// WebhookEvent is the body of POST /v1/webhooks/{source}. Attempt is the
-	// sender's delivery count: it may change between redeliveries.
-	WebhookEvent struct {
-		ID      string          `json:"id"`
-		Type    string          `json:"type"`
-		Data    json.RawMessage `json:"data,omitempty"`
-		Attempt int             `json:"attempt,omitempty"`
-	}
-)
-
-// route is one ingest endpoint: how its body becomes a Job.
-type route struct {
-	name string // the replay scope: "payments", "emails", "scans"
-	typ  string // the task type, for decisions about bodies that are refused
-	// job decodes body, builds its Job, and returns the decoded request,
-	// from which the replay fingerprint is taken. key is the
-	// Idempotency-Key, already scoped to the principal.
-	job func(body []byte, key string) (tasks.Job, any, *response)
+	return j, nil
 }
 
-var payments = route{name: "payments", typ: tasks.TypePayment, job: func(body []byte, _ string) (tasks.Job, any, *response) {
-	var p PaymentRequest
-	if resp := decode(body, &p); resp != nil {
-		return tasks.Job{}, nil, resp
-	}
-	// The job is keyed by payment_id whatever the header says: the header
-	// scopes replays of this request, the payment id the charge itself.
-	return built(p)(tasks.NewPayment(tasks.Payment{PaymentID: p.PaymentID, Account: p.Account,
-		Amount: p.Amount, Currency: p.Currency, Description: p.Description}))
-}}
-
-var emails = route{name: "emails", typ: tasks.TypeEmail, job: func(body []byte, key string) (tasks.Job, any, *response) {
-	var e EmailRequest
-	if resp := decode(body, &e); resp != nil {
-		return tasks.Job{}, nil, resp
-	}
-	id := e.ID
-	if id == "" && key != "" {
-		id = jobID(tasks.TypeEmail, key)
-	}
-	return built(e)(tasks.NewEmail(tasks.Email{ID: id, To: e.To, Subject: e.Subject, Body: e.Body}))
-}}
-
-var scans = route{name: "scans", typ: tasks.TypeScan, job: func(body []byte, _ string) (tasks.Job, any, *response) {
-	var sr ScanRequest
-	if resp := decode(body, &sr); resp != nil {
-		return tasks.Job{}, nil, resp
-	}
-	// Scans are keyed by content: the header only scopes replays.
-	return built(sr)(tasks.NewScan(tasks.Scan{Path: sr.Path, Mode: sr.Mode, FileID: sr.FileID}))
-}}
-
-// built finishes a route's job: a constructor's error is a 422, else the
-// job goes with req, the decoded request.
-func built(req any) func(tasks.Job, error) (tasks.Job, any, *response) {
-	return func(j tasks.Job, err error) (tasks.Job, any, *response) {
-		if err != nil {
-			resp := invalid(err)
-			return tasks.Job{}, nil, &resp
-		}
-		return j, req, nil
-	}
-}
-
-// jobID makes an Idempotency-Key usable as a job id in namespace ns,
-// hashing it when it is not (spaces, braces).
-func jobID(ns, key string) string {
-	if _, err := dedup.NewKey(ns, key); err == nil {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256-" + hex.EncodeToString(sum[:])
-}
-
-// ingest serves one bearer-authenticated ingest route.
-func (s *server) ingest(rt route) http.Handler {
+// ingest serves the bearer-authenticated ingest route of one task type.
+func (s *server) ingest(k *tasks.Kind) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if resp := checkJSON(r); resp != nil {
 			resp.write(w)
@@ -137,8 +50,8 @@ func (s *server) ingest(rt route) http.Handler {
 		if key != "" {
 			scoped = principal(r.Context()) + ":" + key
 		}
-		s.submit(w, r, rt.name, rt.typ, key, func() (tasks.Job, any, *response) {
-			return rt.job(body, scoped)
+		s.submit(w, r, k.Route, k.Type, key, func() (tasks.Job, *response) {
+			return s.build(k.Type, body, scoped)
 		})
 	})
 }
@@ -146,8 +59,8 @@ func (s *server) ingest(rt route) http.Handler {
 // submit builds the job, then enqueues it at most once per Idempotency-Key.
 // Invalid bodies are refused before anything touches Redis.
 func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key string,
-	build func() (tasks.Job, any, *response)) {
-	j, req, resp := build()
+	build func() (tasks.Job, *response)) {
+	j, resp := build()
 	if resp != nil {
 		s.opts.Observer(r.Context(), dedup.Decision{Op: dedup.OpEnqueue, Key: dedup.Key{Namespace: typ},
 			// Not the detail: it may quote the payload (an address), and logs never do.
@@ -159,12 +72,10 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key s
 	// half; the time-out still bounds it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.Timeout)
 	defer cancel()
-	fp, err := fingerprint(r.Method, name, req)
-	if err != nil { // our own request types always marshal
-		problem(http.StatusInternalServerError, probInternal, "fingerprinting the request failed").write(w)
-		return
-	}
-	out := s.once(ctx, name, key, fp, func(ctx context.Context) response {
+	// The job's fingerprint is taken from the decoded, validated payload
+	// (volatile fields left out), so equal meaning is the same request
+	// whatever the key order or spacing of the body.
+	out := s.once(ctx, name, key, fingerprint(r.Method, name, j.Key.String(), j.Fingerprint), func(ctx context.Context) response {
 		return s.enqueue(ctx, j)
 	})
 	if out.settle != nil {
@@ -180,8 +91,8 @@ type Accepted struct {
 	Key      string         `json:"key"`
 	TaskID   string         `json:"task_id,omitempty"`
 	Queue    string         `json:"queue,omitempty"`
-	// State of the task; "completed" for a duplicate whose job is done.
-	State string `json:"state,omitempty"`
+	// State of the job (tasks.Status): "done" for a duplicate whose job ran.
+	State tasks.Status `json:"state,omitempty"`
 	// Result of a duplicate whose job is done: its JSON, or a string.
 	Result any    `json:"result,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -224,6 +135,14 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 		}
 		a.Reason, a.Result = out.Reason, result(out.Result)
 		resp = jsonResponse(http.StatusOK, a)
+	case tasks.Conflict:
+		// The IETF Idempotency-Key draft answers a key reused with another
+		// payload 422; a business key reused with other content is the same
+		// mistake one level down. 409 stays "the first request is in flight".
+		// Nothing of the other job is shown: it may be another client's.
+		return problemOf(Problem{Type: ProblemType + probConflict.slug, Title: probConflict.title,
+			Status: http.StatusUnprocessableEntity, Key: out.Key,
+			Detail: "the job key was accepted before with other content; nothing was enqueued"})
 	case tasks.Throttled:
 		s.opts.Observer(ctx, dedup.Decision{Op: dedup.OpEnqueue, Key: j.Key, Outcome: dedup.OutcomeThrottled, Reason: out.Reason})
 		// Not out.Reason: it names the job that holds the window, which

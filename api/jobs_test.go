@@ -72,7 +72,7 @@ func TestJobStates(t *testing.T) {
 	if err != nil || c.Outcome != dedup.Acquired {
 		t.Fatalf("claim %+v %v", c, err)
 	}
-	if j := e.job(other.String(), http.StatusOK); j.State != "active" || j.TaskState != nil || j.Processed {
+	if j := e.job(other.String(), http.StatusOK); j.State != "running" || j.TaskState != nil || j.Processed {
 		t.Fatalf("running record %+v", j)
 	}
 	if err := e.jobs.Complete(t.Context(), c.Hold, []byte("not json")); err != nil {

@@ -35,6 +35,7 @@ var (
 	probMediaType       = kind{"unsupported-media-type", "Unsupported media type"}
 	probInvalid         = kind{"invalid-payload", "Invalid payload"}
 	probMismatch        = kind{"idempotency-key-reused", "Idempotency-Key reused with another request"}
+	probConflict        = kind{"job-key-conflict", "Job key already used for other content"}
 	probThrottled       = kind{"throttled", "Too many requests"}
 	probUnavailable     = kind{"unavailable", "Service unavailable"}
 	probInternal        = kind{"internal", "Internal error"}

@@ -4,7 +4,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -82,6 +84,20 @@ func verify(header, secret string, body []byte, now time.Time, tolerance time.Du
 	return nil
 }
 
+// WebhookEvent is the body of POST /v1/webhooks/{source} with the default
+// id field. Attempt is the sender's delivery count: it may change between
+// redeliveries. A source configured with another id field sends that field
+// instead of (or beside) id.
+type WebhookEvent struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	Attempt int             `json:"attempt,omitempty"`
+}
+
+// reservedEventField are the event fields onceq reads besides the id.
+var reservedEventField = map[string]bool{"type": true, "data": true, "attempt": true}
+
 // verifyAny accepts a signature by any of secrets (a source rotating its
 // secret has two). Each is tried, so the time taken does not say which one
 // matched.
@@ -103,7 +119,9 @@ func verifyAny(header string, secrets []string, body []byte, now time.Time, tole
 }
 
 // webhook serves POST /v1/webhooks/{source}: the signature authenticates,
-// the Idempotency-Key is required, the event becomes a tasks.Webhook.
+// the job key is the source plus the event id from the signed body, so a
+// captured body re-sent under a new Idempotency-Key is still a duplicate.
+// The Idempotency-Key is optional; it only scopes replays of the response.
 func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
 	secrets, ok := s.opts.WebhookSecrets[source]
@@ -128,28 +146,69 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, resp := idempotencyKey(r)
-	if resp == nil && key == "" {
-		p := problem(http.StatusBadRequest, probMissingKey, "webhooks need an Idempotency-Key (or X-Idempotency-Key) header")
-		resp = &p
-	}
 	if resp != nil {
 		resp.write(w)
 		return
 	}
+	idField := s.opts.WebhookIDFields[source]
+	if idField == "" {
+		idField = "id"
+	}
+	// Attempt and the arrival time change with each redelivery: the job's
+	// fingerprint leaves them out, so a retry is not a mismatch.
 	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key,
-		func() (tasks.Job, any, *response) {
-			var ev WebhookEvent
-			if resp := decode(body, &ev); resp != nil {
-				return tasks.Job{}, nil, resp
+		func() (tasks.Job, *response) {
+			wh, err := event(body, idField)
+			if err != nil {
+				resp := refused(err)
+				return tasks.Job{}, &resp
 			}
-			// Attempt changes with each redelivery: it must not make a
-			// retry a mismatch.
-			same := ev
-			same.Attempt = 0
-			// Keys are the sender's: scope them by source so two senders
-			// cannot collide.
-			return built(same)(tasks.NewWebhook(tasks.Webhook{Source: source, EventID: ev.ID, Type: ev.Type,
-				Data: ev.Data, Attempt: ev.Attempt, ReceivedAt: now.UTC().Format(time.RFC3339Nano)},
-				jobID(tasks.TypeWebhook, source+":"+key)))
+			wh.Source, wh.ReceivedAt = source, now.UTC().Format(time.RFC3339Nano)
+			payload, err := json.Marshal(wh)
+			if err != nil {
+				resp := invalid(err)
+				return tasks.Job{}, &resp
+			}
+			return s.build(tasks.TypeWebhook, payload, "")
 		})
+}
+
+// event reads a webhook body: the event id from idField (a string or an
+// integer), type, data and attempt. Other fields are refused, as in every
+// other body the API takes.
+func event(body []byte, idField string) (tasks.Webhook, error) {
+	var fields map[string]json.RawMessage
+	if err := tasks.Decode(body, &fields); err != nil {
+		return tasks.Webhook{}, err
+	}
+	var wh tasks.Webhook
+	for name, raw := range fields {
+		var err error
+		switch {
+		case name == idField:
+			var n json.Number
+			if err = json.Unmarshal(raw, &wh.EventID); err != nil && json.Unmarshal(raw, &n) == nil {
+				if _, ierr := n.Int64(); ierr == nil {
+					wh.EventID, err = n.String(), nil
+				}
+			}
+		case name == "type":
+			err = json.Unmarshal(raw, &wh.Type)
+		case name == "data":
+			wh.Data = raw
+		case name == "attempt":
+			err = json.Unmarshal(raw, &wh.Attempt)
+		case name == "id":
+			// The default id field, present beside a configured one.
+		default:
+			err = errors.New("unknown field " + strconv.Quote(name))
+		}
+		if err != nil {
+			return tasks.Webhook{}, fmt.Errorf("%w: field %q: %v", tasks.ErrMalformed, name, err)
+		}
+	}
+	if wh.EventID == "" {
+		return tasks.Webhook{}, fmt.Errorf("%w: the event id field %q is missing or empty", tasks.ErrInvalid, idField)
+	}
+	return wh, nil
 }

@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -33,6 +35,11 @@ type API struct {
 	// (rotation). A secret cannot contain , or :.
 	// Default: none.
 	WebhookSecrets WebhookSecrets `envconfig:"ONCEQ_WEBHOOK_SECRETS" secret:"true" desc:"secret: source:secret pairs for webhook HMAC signatures; a source may repeat while its secret rotates"`
+
+	// WebhookIDFields names, per source, the top-level field of the signed
+	// body that holds the sender's event id, as source:field pairs.
+	// Default: "id" for every source.
+	WebhookIDFields map[string]string `envconfig:"ONCEQ_WEBHOOK_ID_FIELDS" desc:"source:field pairs naming the signed body's event id field (default id)"`
 
 	// WebhookTolerance is how far a signed webhook timestamp may be from
 	// now, against replays of captured requests.
@@ -69,6 +76,11 @@ func (a API) validate() error {
 	}
 	if err := a.WebhookSecrets.validate(); err != nil {
 		return err
+	}
+	for _, src := range slices.Sorted(maps.Keys(a.WebhookIDFields)) {
+		if _, ok := a.WebhookSecrets[src]; !ok {
+			return fmt.Errorf("config: ONCEQ_WEBHOOK_ID_FIELDS names source %q, which has no ONCEQ_WEBHOOK_SECRETS entry", src)
+		}
 	}
 	if a.WebhookTolerance <= 0 {
 		return fmt.Errorf("config: ONCEQ_WEBHOOK_TOLERANCE must be positive, got %s", a.WebhookTolerance)

@@ -33,6 +33,19 @@ type Dedup struct {
 	// duplicate enqueue (asynq task Retention).
 	// Default: 24h.
 	UniqueWindow time.Duration `envconfig:"ONCEQ_UNIQUE_WINDOW" default:"24h" desc:"default unique window: duplicates rejected until this long after completion"`
+
+	// PaymentIDWindow is the unique window of payment ids.
+	// Default: 24h.
+	PaymentIDWindow time.Duration `envconfig:"ONCEQ_PAYMENT_ID_WINDOW" default:"24h" desc:"how long a payment id is refused again after completion"`
+
+	// PaymentRateWindow throttles the same account, currency and amount
+	// under another payment id.
+	// Default: 60s.
+	PaymentRateWindow time.Duration `envconfig:"ONCEQ_PAYMENT_RATE_WINDOW" default:"60s" desc:"same account, currency and amount under another payment id is throttled this long"`
+
+	// ScanWindow refuses a second scan of one file_id, in any mode.
+	// Default: 30s.
+	ScanWindow time.Duration `envconfig:"ONCEQ_SCAN_WINDOW" default:"30s" desc:"a second scan of the same file_id is refused this long"`
 }
 
 func (d Dedup) validate() error {
@@ -44,11 +57,25 @@ func (d Dedup) validate() error {
 		{"ONCEQ_DONE_TTL", d.DoneTTL},
 		{"ONCEQ_FAILED_TTL", d.FailedTTL},
 		{"ONCEQ_UNIQUE_WINDOW", d.UniqueWindow},
+		{"ONCEQ_PAYMENT_ID_WINDOW", d.PaymentIDWindow},
+		{"ONCEQ_PAYMENT_RATE_WINDOW", d.PaymentRateWindow},
+		{"ONCEQ_SCAN_WINDOW", d.ScanWindow},
 	} {
 		// Redis TTLs have second resolution; below that a record would
 		// expire at once or never be written with a TTL at all.
 		if c.v < time.Second {
 			return fmt.Errorf("config: %s must be at least 1s, got %s", c.key, c.v)
+		}
+	}
+	// A unique window shorter than the done record would make the producer
+	// accept ("enqueued") a job that the worker then skips as a duplicate.
+	for _, c := range []struct {
+		key string
+		v   time.Duration
+	}{{"ONCEQ_UNIQUE_WINDOW", d.UniqueWindow}, {"ONCEQ_PAYMENT_ID_WINDOW", d.PaymentIDWindow}} {
+		if c.v < d.DoneTTL {
+			return fmt.Errorf("config: %s %s is shorter than ONCEQ_DONE_TTL %s: the producer would accept a job "+
+				"the worker then skips as a duplicate; raise %s or lower ONCEQ_DONE_TTL", c.key, c.v, d.DoneTTL, c.key)
 		}
 	}
 	if d.MaxResultBytes < 1 {

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,12 +15,14 @@ func defaultWorker() Worker {
 		Redis: Redis{DialTimeout: 5 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second},
 		Log:   Log{Env: "production", Level: "info"},
 		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour,
-			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour},
+			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour,
+			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second},
 		Postgres:    Postgres{Ledger: true},
 		Admin:       Admin{Addr: "127.0.0.1:8080", DashboardReadOnly: true},
 		Tasks:       Tasks{SMTPFrom: "onceq@localhost", OutboxDir: "outbox", ScanRoot: ".", ScanMaxBytes: 64 << 20},
 		Queues:      map[string]int{"critical": 6, "default": 3, "low": 1},
 		Concurrency: 10, ShutdownTimeout: 25 * time.Second, Embedded: "auto", MaxmemoryPolicy: "warn",
+		TaskLog: true,
 	}
 }
 
@@ -54,14 +58,17 @@ func TestDefaults(t *testing.T) {
 }
 
 // allKnobs sets every variable but ONCEQ_REDIS_CLUSTER_NODES (exclusive with
-// the URL) to a value other than its default.
+// the URL) and the Stripe pair (exclusive with the gateway URL) to a value
+// other than its default.
 var allKnobs = map[string]string{
 	"ONCEQ_REDIS_URL": "redis://u:pw@redis.example:6380/3", "ONCEQ_REDIS_PASSWORD": "override-pw",
 	"ONCEQ_REDIS_DIAL_TIMEOUT": "7s", "ONCEQ_REDIS_READ_TIMEOUT": "4s", "ONCEQ_REDIS_WRITE_TIMEOUT": "6s",
 	"ONCEQ_ENV": "development", "ONCEQ_LOG_LEVEL": "debug",
-	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "48h", "ONCEQ_FAILED_TTL": "2h",
-	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_UNIQUE_WINDOW": "12h",
-	"ONCEQ_ADMIN_ADDR": "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
+	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_FAILED_TTL": "2h",
+	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h",
+	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_TASK_LOG": "false",
+	"ONCEQ_WEBHOOK_ID_FIELDS": "stripe:event_id",
+	"ONCEQ_ADMIN_ADDR":        "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
 	"ONCEQ_SMTP_ADDR": "smtp.example:587", "ONCEQ_SMTP_USER": "mailer", "ONCEQ_SMTP_PASSWORD": "smtppw",
 	"ONCEQ_SMTP_FROM": "jobs@example.com", "ONCEQ_OUTBOX_DIR": "/var/outbox", "ONCEQ_SCAN_ROOT": "/data",
 	"ONCEQ_SCAN_SIGNATURES": "/etc/sigs.txt", "ONCEQ_SCAN_MAX_BYTES": "1048576", "ONCEQ_CLAMD_ADDR": "clamd:3310",
@@ -76,7 +83,8 @@ var allKnobs = map[string]string{
 
 func TestEveryKnobParses(t *testing.T) {
 	covered := slices.Sorted(maps.Keys(allKnobs))
-	covered = append(covered, "ONCEQ_REDIS_CLUSTER_NODES") // TestClusterNodesParse
+	covered = append(covered, "ONCEQ_REDIS_CLUSTER_NODES")            // TestClusterNodesParse
+	covered = append(covered, "ONCEQ_STRIPE_KEY", "ONCEQ_STRIPE_URL") // TestStripeKnobsParse
 	slices.Sort(covered)
 	if !slices.Equal(covered, KnownVariables()) {
 		t.Fatalf("test covers %v\nbut the known variables are %v", covered, KnownVariables())
@@ -86,8 +94,9 @@ func TestEveryKnobParses(t *testing.T) {
 	redis := Redis{URL: "redis://u:pw@redis.example:6380/3", Password: "override-pw",
 		DialTimeout: 7 * time.Second, ReadTimeout: 4 * time.Second, WriteTimeout: 6 * time.Second}
 	log := Log{Env: "development", Level: "debug"}
-	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 48 * time.Hour, FailedTTL: 2 * time.Hour,
-		MaxResultBytes: 1024, UniqueWindow: 12 * time.Hour}
+	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,
+		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour,
+		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second}
 	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false}
 	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup, Postgres: pg,
 		Admin: Admin{Addr: "0.0.0.0:9090", Token: "admintok-0123456789", DashboardReadOnly: false},
@@ -100,6 +109,7 @@ func TestEveryKnobParses(t *testing.T) {
 	}
 	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Postgres: pg, Addr: "0.0.0.0:9091",
 		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"github": {"ghs"}, "stripe": {"sts", "sts2"}},
+		WebhookIDFields:  map[string]string{"stripe": "event_id"},
 		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, ReplayTTL: 6 * time.Hour}
 
 	w, err := LoadWorker()
@@ -218,5 +228,19 @@ func TestKnownSetIsUnion(t *testing.T) {
 	setEnv(t, map[string]string{"ONCEQ_API_ADDR": "127.0.0.1:1", "ONCEQ_QUEUES": "a:1"})
 	if _, err := LoadProducer(); err != nil {
 		t.Errorf("LoadProducer: %v", err)
+	}
+}
+
+func TestStripeKnobsParse(t *testing.T) {
+	setEnv(t, map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_abc", "ONCEQ_STRIPE_URL": "http://127.0.0.1:12111"})
+	w, err := LoadWorker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.StripeKey != "sk_test_abc" || w.StripeURL != "http://127.0.0.1:12111" {
+		t.Errorf("Stripe knobs = %q, %q", w.StripeKey, w.StripeURL)
+	}
+	if r := fmt.Sprint(w.Redacted()); strings.Contains(r, "sk_test_abc") {
+		t.Errorf("Redacted() reveals the Stripe key: %s", r)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/mail"
 	"net/url"
+	"strings"
 )
 
 // Tasks configures the side effects of the built-in task handlers. Only the
@@ -58,6 +59,17 @@ type Tasks struct {
 	// GatewayToken is the bearer token sent to the payment gateway.
 	// Default: "".
 	GatewayToken string `envconfig:"ONCEQ_GATEWAY_TOKEN" secret:"true" desc:"secret: bearer token for the payment gateway"`
+
+	// StripeKey is a Stripe secret (sk_...) or restricted (rk_...) key.
+	// Set, payments are confirmed PaymentIntents on Stripe's API; it
+	// excludes GatewayURL.
+	// Default: "".
+	StripeKey string `envconfig:"ONCEQ_STRIPE_KEY" secret:"true" desc:"secret: Stripe secret key (sk_... or rk_...); set: payments go to Stripe"`
+
+	// StripeURL is Stripe's API base URL; set it to a stripe-mock for tests.
+	// Empty means https://api.stripe.com.
+	// Default: "".
+	StripeURL string `envconfig:"ONCEQ_STRIPE_URL" redact:"url" desc:"Stripe API base URL, e.g. a stripe-mock; empty: https://api.stripe.com"`
 }
 
 func (t Tasks) validate() error {
@@ -89,11 +101,22 @@ func (t Tasks) validate() error {
 			return fmt.Errorf("config: ONCEQ_CLAMD_ADDR %q is not host:port", t.ClamdAddr)
 		}
 	}
-	if t.GatewayURL != "" {
-		u, err := url.Parse(t.GatewayURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return errors.New("config: ONCEQ_GATEWAY_URL must be an absolute http or https URL")
+	for name, v := range map[string]string{"ONCEQ_GATEWAY_URL": t.GatewayURL, "ONCEQ_STRIPE_URL": t.StripeURL} {
+		if v == "" {
+			continue
 		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("config: %s must be an absolute http or https URL", name)
+		}
+	}
+	switch {
+	case t.StripeKey != "" && t.GatewayURL != "":
+		return errors.New("config: ONCEQ_STRIPE_KEY and ONCEQ_GATEWAY_URL are both set; payments go to one gateway")
+	case t.StripeURL != "" && t.StripeKey == "":
+		return errors.New("config: ONCEQ_STRIPE_URL is set but ONCEQ_STRIPE_KEY is empty")
+	case t.StripeKey != "" && !strings.HasPrefix(t.StripeKey, "sk_") && !strings.HasPrefix(t.StripeKey, "rk_"):
+		// The publishable key (pk_...) is the usual mistake; never echo the value.
+		return errors.New("config: ONCEQ_STRIPE_KEY must be a secret (sk_...) or restricted (rk_...) key")
 	}
 	return nil
 }

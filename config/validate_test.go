@@ -18,6 +18,12 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_DONE_TTL", "0s", "ONCEQ_DONE_TTL"},
 		{"ONCEQ_FAILED_TTL", "-1h", "ONCEQ_FAILED_TTL"},
 		{"ONCEQ_UNIQUE_WINDOW", "0s", "ONCEQ_UNIQUE_WINDOW"},
+		// Under the done record the producer would say "enqueued" for a job
+		// the worker then skips as a duplicate.
+		{"ONCEQ_UNIQUE_WINDOW", "20s", "shorter than ONCEQ_DONE_TTL"},
+		{"ONCEQ_PAYMENT_ID_WINDOW", "1h", "shorter than ONCEQ_DONE_TTL"},
+		{"ONCEQ_PAYMENT_RATE_WINDOW", "0s", "ONCEQ_PAYMENT_RATE_WINDOW"},
+		{"ONCEQ_SCAN_WINDOW", "10s", ""},
 		{"ONCEQ_MAX_RESULT_BYTES", "0", "ONCEQ_MAX_RESULT_BYTES"},
 		{"ONCEQ_REDIS_DIAL_TIMEOUT", "0s", "ONCEQ_REDIS_DIAL_TIMEOUT"},
 		{"ONCEQ_REDIS_READ_TIMEOUT", "-1s", "ONCEQ_REDIS_READ_TIMEOUT"},
@@ -46,6 +52,10 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_CLAMD_ADDR", "clamd", "ONCEQ_CLAMD_ADDR"},
 		{"ONCEQ_GATEWAY_URL", "ftp://pay.example", "ONCEQ_GATEWAY_URL"},
 		{"ONCEQ_GATEWAY_URL", "/relative", "ONCEQ_GATEWAY_URL"},
+		{"ONCEQ_STRIPE_URL", "http://127.0.0.1:12111", "ONCEQ_STRIPE_KEY is empty"},
+		{"ONCEQ_STRIPE_KEY", "pk_test_123", "secret (sk_...) or restricted"},
+		{"ONCEQ_STRIPE_KEY", "sk_test_123", ""},
+		{"ONCEQ_STRIPE_KEY", "rk_live_123", ""},
 		{"ONCEQ_QUEUES", "a{b}:1", "must not contain { or }"},
 		{"ONCEQ_QUEUES", "ok:1,x}:2", "must not contain { or }"},
 		{"ONCEQ_QUEUES", ":1", "empty queue name"},
@@ -85,6 +95,29 @@ func TestSMTPPair(t *testing.T) {
 		{map[string]string{"ONCEQ_SMTP_USER": "u", "ONCEQ_SMTP_PASSWORD": "p"}, "ONCEQ_SMTP_ADDR is empty"},
 		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25", "ONCEQ_SMTP_USER": "u", "ONCEQ_SMTP_PASSWORD": "p"}, ""},
 		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25"}, ""},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			setEnv(t, tc.env)
+			_, err := LoadWorker()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tc.want)
+		})
+	}
+}
+
+func TestOnePaymentGateway(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_1", "ONCEQ_GATEWAY_URL": "https://pay.example"}, "both set"},
+		{map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_1", "ONCEQ_STRIPE_URL": "ftp://mock"}, "ONCEQ_STRIPE_URL must be"},
+		{map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_1", "ONCEQ_STRIPE_URL": "http://127.0.0.1:12111"}, ""},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			setEnv(t, tc.env)

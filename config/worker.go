@@ -59,6 +59,11 @@ type Worker struct {
 	// noeviction: "warn" or "refuse" to start.
 	// Default: warn.
 	MaxmemoryPolicy string `envconfig:"ONCEQ_MAXMEMORY_CHECK" default:"warn" desc:"when Redis maxmemory-policy is not noeviction: warn or refuse"`
+
+	// TaskLog logs one info line per finished task (type, key, outcome,
+	// attempt, duration); failures are logged at warn either way.
+	// Default: true.
+	TaskLog bool `envconfig:"ONCEQ_TASK_LOG" default:"true" desc:"log one info line per finished task; failures are logged at warn regardless"`
 }
 
 func (w Worker) validate() error {

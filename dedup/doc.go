@@ -6,8 +6,11 @@
 //
 // A Key is a namespace (by default the task type) and an id: an explicit
 // business key, else the payload's "dedup_key" or "id", else the SHA-256 of
-// its canonical JSON (see Canonical). Every Redis key of one Key shares the
-// Cluster hash tag {namespace/id}.
+// its canonical JSON (see Canonical) in hex. Every Redis key of one Key shares
+// the Cluster hash tag {namespace/id}. The fingerprint is the same SHA-256 as
+// base64url (Hash); ParseFingerprint also reads the hex that older producers
+// sent. A producer that uses the key as the asynq task id may leave the key
+// header out: TaskKey reads it from the task id.
 //
 // # The record
 //

@@ -2,6 +2,8 @@ package dedup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -55,6 +57,33 @@ func checkPart(what, s string) error {
 		}
 	}
 	return nil
+}
+
+// HashMark starts every id onceq hashes, and no caller id is used as is when
+// it starts with it: a content hash ("~" + 64 hex digits) and a hashed caller
+// key ("~k" + 64 hex digits) live in their own space, so no key a caller
+// chooses can equal another job's hash.
+const HashMark = "~"
+
+// ContentID is the id of a job keyed by its content: HashMark and the hex
+// SHA-256 of its canonical payload (the sum the fingerprint encodes). Hex,
+// not the fingerprint's base64url: ids stay free of '-', where asynqmon's
+// list view cuts task ids.
+func ContentID(sum [32]byte) string { return HashMark + hex.EncodeToString(sum[:]) }
+
+// CallerID is the id for a caller-chosen key (a business id, an
+// Idempotency-Key): the key itself when it is a valid id that does not start
+// with HashMark, else "~k" + the hex SHA-256 of the key, so keys with spaces,
+// braces or too many bytes stay usable and distinct. Empty is an error.
+func CallerID(namespace, id string) (string, error) {
+	if id == "" {
+		return "", fmt.Errorf("%w: empty id", ErrInvalidKey)
+	}
+	if _, err := NewKey(namespace, id); err == nil && !strings.HasPrefix(id, HashMark) {
+		return id, nil
+	}
+	sum := sha256.Sum256([]byte(id))
+	return HashMark + "k" + hex.EncodeToString(sum[:]), nil
 }
 
 // String is "namespace/id"; onceq also uses it as the asynq task id.

@@ -68,17 +68,19 @@ func TestDerive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := tt.wantID
-			if want == "hash" {
-				want = fp
+			// The fingerprint is base64url; a content id is HashMark and the
+			// hex spelling of the same SHA-256.
+			idOK := k.ID == tt.wantID
+			if tt.wantID == "hash" {
+				idOK = len(k.ID) == 65 && strings.HasPrefix(k.ID, "~") && dedup.SameFingerprint(k.ID[1:], fp)
 			}
-			if k.ID != want || k.Namespace != "ns" || len(fp) != 64 {
-				t.Fatalf("Derive = %v, fp %q; want id %q", k, fp, want)
+			if !idOK || k.Namespace != "ns" || len(fp) != 43 {
+				t.Fatalf("Derive = %v, fp %q; want id %q", k, fp, tt.wantID)
 			}
 		})
 	}
-	if _, _, err := dedup.Derive("ns", []byte(`{"id":"a{b}"}`), "", nil); !errors.Is(err, dedup.ErrInvalidKey) {
-		t.Fatalf("id with braces: %v, want ErrInvalidKey", err)
+	if k, _, err := dedup.Derive("ns", []byte(`{"id":"a{b}"}`), "", nil); err != nil || !strings.HasPrefix(k.ID, "~k") {
+		t.Fatalf("id with braces: %v %v, want a hashed caller id", k, err)
 	}
 	if _, _, err := dedup.Derive("ns", []byte(`{"a":`), "", nil); !errors.Is(err, dedup.ErrBadPayload) {
 		t.Fatalf("truncated payload: %v, want ErrBadPayload", err)
@@ -131,4 +133,30 @@ func FuzzParseKey(f *testing.F) {
 			t.Fatalf("ParseKey(%q) = %#v", s, k)
 		}
 	})
+}
+
+// No key a caller chooses can land on another job's content hash, nor on
+// the hash of another caller key.
+func TestHashedKeysHaveTheirOwnSpace(t *testing.T) {
+	t.Parallel()
+	hashed, fp, err := dedup.Derive("ns", []byte(`{"to":"a"}`), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spaced, _, err := dedup.Derive("ns", []byte(`{"to":"b"}`), "key with spaces", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, caller := range []string{fp, hashed.ID, "sha256-" + fp, spaced.ID} {
+		k, _, err := dedup.Derive("ns", []byte(`{"to":"c"}`), caller, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == hashed || k == spaced {
+			t.Errorf("caller key %q maps to %v, another job's key", caller, k)
+		}
+	}
+	if again, _ := dedup.CallerID("ns", hashed.ID); again == hashed.ID {
+		t.Errorf("CallerID(%q) kept a hash-marked id", hashed.ID)
+	}
 }

@@ -78,12 +78,16 @@ func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
 func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		topts := m.opts.Types[t.Type()]
-		k, fp, err := m.keyOf(t, topts)
+		k, fp, err := m.keyOf(ctx, t, topts)
 		if err != nil {
 			m.opts.Observer(ctx, Decision{Op: OpClaim, Key: Key{Namespace: t.Type()}, Outcome: OutcomeBadPayload, Reason: err.Error()})
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		}
 		c, err := m.store.Claim(ctx, k, fp, m.opts.Lease)
+		if err == nil && c.Outcome == Mismatch && SameFingerprint(fp, c.Fingerprint) {
+			// The record spells this payload's fingerprint as an older producer did (hex).
+			c, err = m.store.Claim(ctx, k, c.Fingerprint, m.opts.Lease)
+		}
 		if err != nil {
 			return err // Redis trouble: asynq retries
 		}
@@ -102,14 +106,13 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 	})
 }
 
-func (m *Middleware) keyOf(t *asynq.Task, o TypeOptions) (Key, string, error) {
-	if h := t.Headers()[HeaderKey]; h != "" {
-		k, err := ParseKey(h)
-		return k, t.Headers()[HeaderFingerprint], err
-	}
+func (m *Middleware) keyOf(ctx context.Context, t *asynq.Task, o TypeOptions) (Key, string, error) {
 	ns := o.Namespace
 	if ns == "" {
 		ns = t.Type()
+	}
+	if k, fp, ok, err := TaskKey(ctx, t, ns); ok {
+		return k, fp, err
 	}
 	return Derive(ns, t.Payload(), "", o.Volatile)
 }

@@ -29,6 +29,9 @@ const (
 	OutcomeReserved   Outcome = "reserved"
 	OutcomeEnqueued   Outcome = "enqueued"
 	OutcomeThrottled  Outcome = "throttled"
+	// OutcomeConflict: a key already accepted with another fingerprint was
+	// enqueued again (a payment id reused for another charge).
+	OutcomeConflict   Outcome = "conflict"
 	OutcomeBadPayload Outcome = "bad_payload"
 	OutcomeError      Outcome = "error"
 )
@@ -37,7 +40,7 @@ const (
 // decisions worth an info log line, the rest are the hot path.
 func (o Outcome) Blocks() bool {
 	switch o {
-	case OutcomeDuplicate, OutcomeInProgress, OutcomeMismatch, OutcomeLeaseLost, OutcomeThrottled, OutcomeBadPayload:
+	case OutcomeDuplicate, OutcomeInProgress, OutcomeMismatch, OutcomeLeaseLost, OutcomeThrottled, OutcomeConflict, OutcomeBadPayload:
 		return true
 	}
 	return false

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/onceq/onceq/internal/peertest"
 )
 
 // gateEnv turns the slow scenarios on.
@@ -23,6 +25,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	removeBinaries()
+	peertest.StopShared()
 	httpc.CloseIdleConnections()
 	if code == 0 && on {
 		if err := goleak.Find(); err != nil {

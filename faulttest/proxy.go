@@ -5,10 +5,12 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a loopback TCP proxy to one backend whose "network" can be cut:
-// Cut closes every connection and refuses new ones until Restore.
+// Cut closes every connection and refuses new ones until Restore. Delay
+// slows it down instead.
 type Proxy struct {
 	Addr    string // where clients connect
 	backend string
@@ -16,6 +18,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	cut   bool
+	delay time.Duration
 	conns map[net.Conn]struct{} // both sides of every live pair
 	wg    sync.WaitGroup
 }
@@ -70,7 +73,7 @@ func (p *Proxy) pipe(client net.Conn) {
 	defer p.untrack(client, server)
 	var wg sync.WaitGroup
 	copyClose := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		_, _ = io.Copy(dst, delayed{src, p})
 		// One direction ended: the pair is done.
 		dst.Close()
 		src.Close()
@@ -78,6 +81,32 @@ func (p *Proxy) pipe(client net.Conn) {
 	wg.Go(func() { copyClose(server, client) })
 	wg.Go(func() { copyClose(client, server) })
 	wg.Wait()
+}
+
+// delayed holds each chunk read through the proxy for its current delay.
+type delayed struct {
+	net.Conn
+	p *Proxy
+}
+
+func (d delayed) Read(b []byte) (int, error) {
+	n, err := d.Conn.Read(b)
+	d.p.mu.Lock()
+	wait := d.p.delay
+	d.p.mu.Unlock()
+	if n > 0 && wait > 0 {
+		time.Sleep(wait)
+	}
+	return n, err
+}
+
+// Delay holds every chunk forwarded from now on, either way, for d (0: no
+// delay): a client that gives up on its reply meanwhile may still have had
+// its command run, or run later.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
 }
 
 // track registers a pair unless the network was cut meanwhile.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -18,18 +19,34 @@ import (
 // the producers' backs, and three workers consume. Each job's effect happens
 // once, and the books balance: the producers enqueue one task per key and
 // block the rest, and the workers acknowledge every extra delivery as a
-// duplicate.
+// duplicate. It runs twice: against the counting gateway and SMTP server of
+// this package, and through the real clients (stripe-go to stripe-mock,
+// go-mail to Mailpit), counted at peers that deduplicate nothing.
 func TestDuplicateStorm(t *testing.T) {
 	requireFaultTests(t)
 	t.Parallel()
+	t.Run("counting peers", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		storm(t, r, countingPeers{r})
+	})
+	t.Run("real clients", func(t *testing.T) {
+		t.Parallel()
+		r := newRig(t)
+		storm(t, r, newClientPeers(t))
+	})
+}
+
+func storm(t *testing.T, r *rig, peers effectCounter) {
 	const (
 		payments  = 40
 		emails    = 40
 		producers = 3
 		copies    = 3 // of each job, per producer
 	)
-	r := newRig(t)
-	vars := r.workerVars(map[string]string{"ONCEQ_LEASE": "4s", "ONCEQ_CONCURRENCY": "8"})
+	extra := peers.vars()
+	extra["ONCEQ_LEASE"], extra["ONCEQ_CONCURRENCY"] = "4s", "8"
+	vars := r.workerVars(extra)
 	var workers []*worker
 	for _, name := range []string{"worker-a", "worker-b", "worker-c"} {
 		workers = append(workers, startWorker(t, name, vars))
@@ -49,9 +66,13 @@ func TestDuplicateStorm(t *testing.T) {
 		e, _ := json.Marshal(tasks.Email{To: fmt.Sprintf("storm-%d@example.com", i), Subject: "storm", Body: "once"})
 		lines = append(lines, line{Type: tasks.TypeEmail, Payload: e, Key: fmt.Sprintf("storm-e-%d", i)})
 	}
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	jobs := make([]tasks.Job, len(lines))
 	for i, l := range lines {
-		j, err := tasks.JobFor(l.Type, l.Payload, l.Key)
+		j, err := catalog.Build(l.Type, l.Payload, l.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,16 +154,58 @@ func TestDuplicateStorm(t *testing.T) {
 	for _, j := range jobs {
 		switch j.Task.Type() {
 		case tasks.TypePayment:
-			if n := r.gw.Charges(j.Key.String()); n != 1 {
+			if n := peers.charges(j.Key); n != 1 {
 				t.Errorf("%s charged %d times, want 1", j.Key, n)
 			}
 		case tasks.TypeEmail:
-			if n := r.smtp.Count(tasks.MessageID(j.Key)); n != 1 {
+			if n := peers.emails(j.Key); n != 1 {
 				t.Errorf("%s delivered %d times, want 1", j.Key, n)
 			}
 		}
 	}
-	if r.gw.Total() != payments || r.smtp.Total() != emails {
-		t.Errorf("downstream saw %d charges and %d emails, want %d and %d", r.gw.Total(), r.smtp.Total(), payments, emails)
+	if p, e := peers.totals(); p != payments || e != emails {
+		t.Errorf("downstream saw %d charges and %d emails, want %d and %d", p, e, payments, emails)
 	}
+}
+
+// effectCounter counts effects where they land.
+type effectCounter interface {
+	vars() map[string]string // worker variables pointing at the peers
+	charges(k dedup.Key) int
+	emails(k dedup.Key) int
+	totals() (charges, emails int)
+}
+
+// countingPeers are the rig's own gateway (charges the ledger created) and
+// SMTP server.
+type countingPeers struct{ r *rig }
+
+func (c countingPeers) vars() map[string]string { return map[string]string{} }
+func (c countingPeers) charges(k dedup.Key) int { return c.r.gw.Charges(k.String()) }
+func (c countingPeers) emails(k dedup.Key) int  { return c.r.smtp.Count(tasks.MessageID(k)) }
+func (c countingPeers) totals() (int, int)      { return c.r.gw.Total(), c.r.smtp.Total() }
+
+// clientPeers are stripe-mock behind a recording proxy and Mailpit: every
+// POST and every message counts, since neither deduplicates anything.
+type clientPeers struct {
+	t      *testing.T
+	stripe *peertest.StripePeer
+	mail   *peertest.Mailpit
+}
+
+func newClientPeers(t *testing.T) clientPeers {
+	return clientPeers{t: t, stripe: peertest.NewStripePeer(t, peertest.StripeMock(t)),
+		mail: peertest.StartMailpit(t, peertest.MailpitOptions{})}
+}
+
+func (c clientPeers) vars() map[string]string {
+	return map[string]string{"ONCEQ_GATEWAY_URL": "", "ONCEQ_STRIPE_KEY": peertest.StripeMockKey,
+		"ONCEQ_STRIPE_URL": c.stripe.URL, "ONCEQ_SMTP_ADDR": c.mail.SMTPAddr}
+}
+func (c clientPeers) charges(k dedup.Key) int {
+	return c.stripe.Posts("/v1/payment_intents", k.String())
+}
+func (c clientPeers) emails(k dedup.Key) int { return c.mail.Count(c.t, tasks.MessageID(k)) }
+func (c clientPeers) totals() (int, int) {
+	return len(c.stripe.Requests()), len(c.mail.Messages(c.t))
 }

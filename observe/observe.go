@@ -79,14 +79,18 @@ func (m *Metrics) HandlerDuration(next asynq.Handler) asynq.Handler {
 			m.handler.WithLabelValues(t.Type(), outcome).Observe(time.Since(start).Seconds())
 		}()
 		err = next.ProcessTask(ctx, t)
-		switch {
-		case err == nil:
-			outcome = "ok"
-		case errors.Is(err, asynq.SkipRetry):
-			outcome = "rejected"
-		default:
-			outcome = "error"
-		}
+		outcome = runOutcome(err)
 		return err
 	})
+}
+
+// runOutcome names how a handler run ended: ok, rejected (not retried) or error.
+func runOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, asynq.SkipRetry):
+		return "rejected"
+	}
+	return "error"
 }

@@ -25,8 +25,12 @@ func TestDecodeRefusesAmbiguousPayloads(t *testing.T) {
 			if err := tasks.Decode([]byte(in), &p); !errors.Is(err, tasks.ErrInvalid) {
 				t.Fatalf("Decode(%s) = %v (amount %d), want ErrInvalid", in, err, p.Amount)
 			}
-			if _, err := tasks.JobFor(tasks.TypePayment, []byte(in), ""); !errors.Is(err, tasks.ErrInvalid) {
-				t.Fatalf("JobFor(%s) = %v, want ErrInvalid", in, err)
+			c, err := tasks.NewCatalog(tasks.Windows{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Build(tasks.TypePayment, []byte(in), ""); !errors.Is(err, tasks.ErrMalformed) {
+				t.Fatalf("Build(%s) = %v, want ErrMalformed", in, err)
 			}
 		})
 	}

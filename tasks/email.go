@@ -61,13 +61,21 @@ func (e Email) validate() error {
 	return nil
 }
 
-// NewEmail validates e and returns its Job on the "default" queue.
-func NewEmail(e Email) (Job, error) {
-	if err := e.validate(); err != nil {
-		return Job{}, err
-	}
-	return newJob(TypeEmail, e, "", QueueDefault)
-}
+// Emails is the email:send declaration.
+var Emails = builtinKind(Define(Spec[Email]{
+	Type:     TypeEmail,
+	Route:    "emails",
+	KeyRule:  "`id`, else the Idempotency-Key, else the content hash (`trace_id` left out)",
+	ID:       func(e Email) string { return e.ID },
+	SetID:    func(e *Email, id string) { e.ID = id },
+	Validate: Email.validate,
+	Handler: func(d Deps) asynq.Handler {
+		return EmailHandler{Mailer: d.Mailer, From: d.From, Log: d.Log}
+	},
+}))
+
+// NewEmail validates e and returns its Job under the default windows.
+func NewEmail(e Email) (Job, error) { return Emails.Job(e, "", Windows{}) }
 
 // MessageID is the Message-ID onceq gives the email of key. It depends on the
 // key only, so a redelivered job sends the same Message-ID and a receiving

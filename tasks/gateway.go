@@ -19,8 +19,19 @@ const maxGatewayResponse = 1 << 20
 // no timeout, and a hung gateway must not hold a worker until the task deadline.
 var defaultGatewayHTTP = &http.Client{Timeout: 30 * time.Second}
 
-// GatewayClient calls a payment gateway's charge endpoint (the built-in
-// Ledger, or any gateway speaking the same protocol).
+// Gateway is the payment port: it charges p once per idempotency key, so a
+// redelivered task gets the original charge back instead of a second one.
+// Errors wrapping asynq.SkipRetry are refusals that no retry can change;
+// any other error is retried by asynq under the same key.
+type Gateway interface {
+	Charge(ctx context.Context, key string, p Payment) (Charge, error)
+}
+
+var _ Gateway = (*GatewayClient)(nil)
+
+// GatewayClient calls a generic HTTP payment gateway (the built-in Ledger,
+// or any gateway speaking the protocol in the README: POST /v1/charges with
+// an Idempotency-Key, a 2xx answer naming the charge by "id" or "charge_id").
 type GatewayClient struct {
 	URL   string // base URL; the charge endpoint is URL + "/v1/charges"
 	Token string // bearer token; empty sends none
@@ -28,9 +39,14 @@ type GatewayClient struct {
 	HTTP *http.Client
 }
 
-// Charge is the gateway's answer to a charge request.
+// Charge is a gateway's answer to a charge request, and the result onceq
+// stores for the payment.
 type Charge struct {
-	ChargeID string `json:"charge_id"`
+	// ChargeID is the gateway's id of the charge: "ch_..." from a generic
+	// gateway, the PaymentIntent "pi_..." from Stripe.
+	ChargeID string `json:"id"`
+	// Status is the gateway's word for the charge ("succeeded", or a Stripe
+	// PaymentIntent status such as "processing" or "requires_action").
 	Status   string `json:"status"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
@@ -108,14 +124,41 @@ func (g *GatewayClient) Charge(ctx context.Context, key string, p Payment) (Char
 		}
 		return Charge{}, permanent(gerr)
 	}
-	var c Charge
-	// Not strict: a gateway may add fields to its answer.
-	if err := json.Unmarshal(data, &c); err != nil || c.ChargeID == "" {
+	c, ok := decodeCharge(data)
+	if !ok {
 		// The charge may exist: retry, and the same key replays it.
-		return Charge{}, fmt.Errorf("tasks: gateway: %d response is not a charge: %q", resp.StatusCode, truncate(data, 200))
+		return Charge{}, fmt.Errorf("tasks: gateway: %d response is not a charge (no \"id\" or \"charge_id\"): %q", resp.StatusCode, truncate(data, 200))
 	}
 	c.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 	return c, nil
+}
+
+// decodeCharge reads a 2xx gateway body: a JSON object naming the charge by
+// "id" (as Stripe and most gateways do) or "charge_id", a string or a number.
+// Lenient beyond that: the money has moved, so an extra field or an amount
+// of another type must not turn the answer into a retry.
+func decodeCharge(data []byte) (Charge, bool) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return Charge{}, false
+	}
+	str := func(name string) string {
+		var s string
+		if json.Unmarshal(obj[name], &s) == nil {
+			return s
+		}
+		var n json.Number
+		if json.Unmarshal(obj[name], &n) == nil {
+			return n.String()
+		}
+		return ""
+	}
+	c := Charge{ChargeID: str("id"), Status: str("status"), Currency: str("currency")}
+	if c.ChargeID == "" {
+		c.ChargeID = str("charge_id")
+	}
+	_ = json.Unmarshal(obj["amount"], &c.Amount)
+	return c, c.ChargeID != ""
 }
 
 // problemDetail is the detail of an application/problem+json body, else the

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -147,5 +148,47 @@ func TestGatewayNeedsKeyAndURL(t *testing.T) {
 	}
 	if _, err := (&GatewayClient{}).Charge(context.Background(), "k", validPayment()); err == nil {
 		t.Errorf("Charge without a URL succeeded")
+	}
+}
+
+// A gateway answering as Stripe does, {"id": ...}, is charged once: before
+// this was accepted, such an answer was retried ten times and archived while
+// the money had moved.
+func TestGatewaySuccessBodies(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		code int
+		body string
+		want Charge
+	}{
+		{"stripe-like id", 200, `{"id":"ch_1","status":"succeeded"}`, Charge{ChargeID: "ch_1", Status: "succeeded"}},
+		{"charge_id", 201, `{"charge_id":"ch_2","status":"succeeded","amount":500,"currency":"EUR"}`,
+			Charge{ChargeID: "ch_2", Status: "succeeded", Amount: 500, Currency: "EUR"}},
+		{"id wins over charge_id", 200, `{"id":"a","charge_id":"b"}`, Charge{ChargeID: "a"}},
+		{"numeric id", 200, `{"id":12345}`, Charge{ChargeID: "12345"}},
+		{"amount as a string is ignored", 202, `{"id":"ch_3","amount":"5.00","extra":{"x":1}}`, Charge{ChargeID: "ch_3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var posts atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				posts.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.code)
+				w.Write([]byte(tt.body))
+			}))
+			t.Cleanup(srv.Close)
+			c, err := (&GatewayClient{URL: srv.URL}).Charge(context.Background(), "k", validPayment())
+			if err != nil || c != tt.want || posts.Load() != 1 {
+				t.Fatalf("Charge = %+v, %v after %d POSTs; want %+v, nil after 1", c, err, posts.Load(), tt.want)
+			}
+		})
+	}
+	for _, body := range []string{`{}`, `{"status":"succeeded"}`, `{"id":""}`, `[{"id":"x"}]`, `{"id":null}`} {
+		if _, ok := decodeCharge([]byte(body)); ok {
+			t.Errorf("decodeCharge(%s) counted as a charge", body)
+		}
 	}
 }

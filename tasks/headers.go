@@ -16,6 +16,7 @@ import (
 // Task headers set by every constructor. They travel with the asynq task so a
 // worker knows the key and fingerprint the producer decided on, including an
 // explicit key (an Idempotency-Key header) that the payload alone cannot show.
+// The Producer leaves the key header out when the task id carries the key.
 const (
 	HeaderKey         = dedup.HeaderKey
 	HeaderFingerprint = dedup.HeaderFingerprint
@@ -26,8 +27,13 @@ const (
 // Handlers also wrap asynq.SkipRetry with it, so asynq archives the task.
 var ErrInvalid = errors.New("invalid payload")
 
+// ErrMalformed is wrapped by Decode's errors: the payload is not the
+// expected JSON at all (syntax, unknown field, wrong type), as opposed to
+// well-formed JSON whose content is refused. It wraps ErrInvalid.
+var ErrMalformed = fmt.Errorf("%w: malformed JSON", ErrInvalid)
+
 // newJob marshals payload and builds its Job with the key and fingerprint
-// dedup.Derive gives it, carried in the task headers.
+// dedup.Derive gives it.
 func newJob(typ string, payload any, explicit, queue string) (Job, error) {
 	b, err := marshal(payload)
 	if err != nil {
@@ -42,6 +48,26 @@ func newJob(typ string, payload any, explicit, queue string) (Job, error) {
 		HeaderFingerprint: fp,
 	})
 	return Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: DefaultUniqueWindow}, nil
+}
+
+// leanTask is j's task as the Producer sends it under taskID: without
+// HeaderKey when the worker reads the same key from the task id
+// (dedup.TaskKey), which saves encoding, storing and decoding it per task.
+// The Job keeps the header, so its task enqueued some other way still
+// carries its key. A rebuilt task has no per-task asynq options;
+// constructors set none.
+func leanTask(j Job, taskID string) *asynq.Task {
+	h := j.Task.Headers()
+	if k, ok := dedup.KeyOfTaskID(taskID); !ok || k != j.Key || k.Namespace != j.Task.Type() || h[HeaderKey] != k.String() {
+		return j.Task
+	}
+	lean := make(map[string]string, len(h))
+	for name, v := range h {
+		if name != HeaderKey {
+			lean[name] = v
+		}
+	}
+	return asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), lean)
 }
 
 // marshal is json.Marshal without HTML escaping, so payloads read naturally in
@@ -86,16 +112,16 @@ func permanent(err error) error {
 }
 
 // taskKey returns the idempotency key to pass downstream: the one the
-// middleware claimed; outside the middleware, the one the constructor put in
-// the headers; else the one the constructor would derive. So the downstream
-// key is the same however the handler is run.
+// middleware claimed; outside the middleware, the one the producer put on
+// the task (task id or header); else the one the constructor would derive.
+// So the downstream key is the same however the handler is run.
 func taskKey(ctx context.Context, t *asynq.Task, explicit string, volatile []string) (dedup.Key, error) {
 	if k, ok := dedup.KeyFromContext(ctx); ok {
 		return k, nil
 	}
 	// A header from another namespace could steer the downstream key onto
 	// another task's effects; ignore it and derive instead.
-	if k, err := dedup.ParseKey(t.Headers()[HeaderKey]); err == nil && k.Namespace == t.Type() {
+	if k, _, ok, err := dedup.TaskKey(ctx, t, t.Type()); ok && err == nil && k.Namespace == t.Type() {
 		return k, nil
 	}
 	k, _, err := dedup.Derive(t.Type(), t.Payload(), explicit, volatile)

@@ -8,9 +8,6 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// DefaultUniqueWindow is how long an accepted key is refused again. Default: 24h.
-const DefaultUniqueWindow = 24 * time.Hour
-
 // Rule is a second deduplication key with its own window, e.g. "scan of
 // file-123 within 30 s" or "500 EUR to account A within 60 s".
 type Rule struct {
@@ -19,8 +16,8 @@ type Rule struct {
 }
 
 // Job is a task ready for the Producer: the asynq task with its idempotency
-// key, fingerprint and dedup policy. Constructors in this package build Jobs,
-// so no producer can forget the policy.
+// key, fingerprint and dedup policy. Only the catalog builds Jobs (Catalog.
+// Build, Typed.Job), so no way in can forget or bend the policy.
 type Job struct {
 	Task        *asynq.Task
 	Key         dedup.Key

@@ -5,24 +5,21 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"mime"
 	"mime/quotedprintable"
-	"net"
 	"net/mail"
-	"net/smtp"
-	"net/textproto"
 	"os"
 	"strings"
 	"time"
 )
 
-// ErrRejected is wrapped by Send when the server refused this message for
-// good (a 5xx reply to MAIL, RCPT or DATA): sending it again cannot succeed.
+// ErrRejected is wrapped by a Mailer's Send when the server refused this
+// message for good (a 5xx reply to MAIL, RCPT or DATA): sending it again
+// cannot succeed. The SMTP adapter is in tasks/smtp.
 var ErrRejected = errors.New("message rejected")
 
 // Message is one email ready to send.
@@ -40,126 +37,7 @@ type Mailer interface {
 	Send(ctx context.Context, m Message) error
 }
 
-var (
-	_ Mailer = SMTPMailer{}
-	_ Mailer = OutboxMailer{}
-)
-
-// SMTPMailer sends through an SMTP server with net/smtp.
-type SMTPMailer struct {
-	Addr     string // host:port
-	User     string // empty: no AUTH
-	Password string
-	From     string // sender when Message.From is empty
-	// TLSConfig for STARTTLS, e.g. a private CA. Default: system roots,
-	// ServerName from Addr.
-	TLSConfig *tls.Config
-	// Timeout bounds one Send when ctx has no earlier deadline. Default: 1m.
-	Timeout time.Duration
-}
-
-// Send delivers m. STARTTLS is used whenever the server offers it; with
-// credentials it is required unless the server is on loopback, so a password
-// never crosses a network in the clear.
-func (s SMTPMailer) Send(ctx context.Context, m Message) error {
-	from := m.From
-	if from == "" {
-		from = s.From
-	}
-	raw, sender, rcpt, err := buildMessage(m, from, time.Now())
-	if err != nil {
-		return err
-	}
-	host, _, err := net.SplitHostPort(s.Addr)
-	if err != nil {
-		return fmt.Errorf("tasks: smtp: addr %q: %w", s.Addr, err)
-	}
-	timeout := s.Timeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", s.Addr)
-	if err != nil {
-		return fmt.Errorf("tasks: smtp: %w", err)
-	}
-	dl, _ := ctx.Deadline()
-	_ = conn.SetDeadline(dl)
-	// Cancellation must also interrupt a read already blocked on the server.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	c, err := smtp.NewClient(conn, host) // closes conn on error
-	if err != nil {
-		return s.fail(ctx, "greeting", err)
-	}
-	defer c.Close()
-	if ok, _ := c.Extension("STARTTLS"); ok {
-		cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-		if s.TLSConfig != nil {
-			cfg = s.TLSConfig.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName = host
-			}
-		}
-		if err := c.StartTLS(cfg); err != nil {
-			return s.fail(ctx, "starttls", err)
-		}
-	} else if s.User != "" && !isLoopback(host) {
-		return fmt.Errorf("tasks: smtp: %s does not offer STARTTLS; refusing to send credentials in the clear", s.Addr)
-	}
-	if s.User != "" {
-		if err := c.Auth(smtp.PlainAuth("", s.User, s.Password, host)); err != nil {
-			return s.fail(ctx, "auth", err)
-		}
-	}
-	if err := c.Mail(sender); err != nil {
-		return s.fail(ctx, "mail from", rejected(err))
-	}
-	if err := c.Rcpt(rcpt); err != nil {
-		return s.fail(ctx, "rcpt to", rejected(err))
-	}
-	w, err := c.Data()
-	if err != nil {
-		return s.fail(ctx, "data", rejected(err))
-	}
-	if _, err := w.Write(raw); err != nil {
-		return s.fail(ctx, "data", err)
-	}
-	if err := w.Close(); err != nil {
-		return s.fail(ctx, "data", rejected(err))
-	}
-	// The server accepted the message: a failing QUIT must not cause a resend.
-	_ = c.Quit()
-	return nil
-}
-
-func (s SMTPMailer) fail(ctx context.Context, step string, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("tasks: smtp %s: %w: %w", step, ctx.Err(), err)
-	}
-	return fmt.Errorf("tasks: smtp %s: %w", step, err)
-}
-
-// rejected marks a permanent (5xx) SMTP reply. 4xx replies stay retryable.
-func rejected(err error) error {
-	var te *textproto.Error
-	if errors.As(err, &te) && te.Code >= 500 && te.Code < 600 {
-		return fmt.Errorf("%w: %w", ErrRejected, err)
-	}
-	return err
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+var _ Mailer = OutboxMailer{}
 
 // buildMessage renders m as RFC 5322 with CRLF line ends and returns it with
 // the envelope sender and recipient.

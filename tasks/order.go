@@ -70,18 +70,21 @@ func (o Order) validate() error {
 	return nil
 }
 
-// NewOrder validates o and returns its Job, keyed by OrderID.
-func NewOrder(o Order) (Job, error) {
-	if err := o.validate(); err != nil {
-		return Job{}, err
-	}
-	j, err := newJob(TypeOrder, o, o.OrderID, QueueDefault)
-	if err != nil {
-		return Job{}, err
-	}
-	j.MaxRetry = OrderMaxRetry
-	return j, nil
-}
+// Orders is the order:fulfil declaration: keyed by order_id, run under the
+// Postgres ledger (Deps.Ledger), refused where there is none.
+var Orders = builtinKind(Define(Spec[Order]{
+	Type:        TypeOrder,
+	Route:       "orders",
+	KeyRule:     "`order_id` (required); runs under the Postgres ledger",
+	ID:          func(o Order) string { return o.OrderID },
+	Validate:    Order.validate,
+	MaxRetry:    OrderMaxRetry,
+	WriteResult: true,
+	Handler:     orderHandler,
+}))
+
+// NewOrder validates o and returns its Job under the default windows.
+func NewOrder(o Order) (Job, error) { return Orders.Job(o, "", Windows{}) }
 
 // OrderMigrations create the application tables OrderHandler writes; apply
 // them with pgledger.Migrate under the set name "order".

@@ -72,14 +72,18 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Types: tasks.TypeOptions()})
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Types: catalog.TypeOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mw.Shutdown(ctx)
 	mux := asynq.NewServeMux()
 	mux.Use(mw.Wrap)
-	tasks.Register(mux, tasks.Deps{Ledger: ledger})
+	catalog.Register(mux, tasks.Deps{Ledger: ledger})
 
 	j, err := tasks.NewOrder(validOrder())
 	if err != nil {
@@ -118,8 +122,12 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 // Without Postgres the task is refused for good (archived), not retried.
 func TestOrderRefusedWithoutPostgres(t *testing.T) {
 	t.Parallel()
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := asynq.NewServeMux()
-	tasks.Register(mux, tasks.Deps{})
+	catalog.Register(mux, tasks.Deps{})
 	j, err := tasks.NewOrder(validOrder())
 	if err != nil {
 		t.Fatal(err)
@@ -132,11 +140,16 @@ func TestOrderRefusedWithoutPostgres(t *testing.T) {
 
 func TestJobForOrder(t *testing.T) {
 	t.Parallel()
-	j, err := tasks.JobFor(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "")
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := catalog.Build(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "")
 	if err != nil || j.Key.String() != "order:fulfil/ord-9" {
 		t.Fatalf("JobFor: %v %v", j.Key, err)
 	}
-	if _, err := tasks.JobFor(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "other"); !errors.Is(err, tasks.ErrInvalid) {
-		t.Fatalf("JobFor with a foreign key: %v, want ErrInvalid", err)
+	// An Idempotency-Key never changes an order's key: order_id is it.
+	if j, err := catalog.Build(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "other"); err != nil || j.Key.String() != "order:fulfil/ord-9" {
+		t.Fatalf("Build with an Idempotency-Key: %v %v, want the order_id key", j.Key, err)
 	}
 }

@@ -9,8 +9,15 @@ import (
 type Decision string
 
 const (
-	Enqueued  Decision = "enqueued"
+	// Enqueued: the job was accepted.
+	Enqueued Decision = "enqueued"
+	// Duplicate: the same job (same key, same content) was accepted before.
 	Duplicate Decision = "duplicate"
+	// Conflict: the key was accepted before with other content (a payment
+	// id reused for another charge). Nothing was enqueued, and the other
+	// job's state and result are not reported.
+	Conflict Decision = "conflict"
+	// Throttled: a rate rule refused the job; retry after RetryAfter.
 	Throttled Decision = "throttled"
 )
 
@@ -18,11 +25,11 @@ const (
 type Outcome struct {
 	Decision Decision
 	Key      string // the idempotency key, namespace/id
-	TaskID   string // Enqueued: the new task; Duplicate: the existing one, if known
+	TaskID   string // Enqueued: the new task; Duplicate, Conflict: the existing one
 	Queue    string
-	// Duplicate: the existing task's state ("pending", "active", "completed",
-	// "done", ...) and its stored result when it is done.
-	State  string
+	// Enqueued: the new task's status; Duplicate: the existing job's.
+	State Status
+	// Duplicate of a done job: its stored result.
 	Result []byte
 	// Throttled, or Duplicate by time window: when the key is accepted again.
 	RetryAfter time.Duration

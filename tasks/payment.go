@@ -2,12 +2,11 @@ package tasks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -25,9 +24,6 @@ const (
 	// MaxAmount is the largest charge in minor units (10 billion in a
 	// two-decimal currency): beyond it a typo is likelier than a sale.
 	MaxAmount = 1_000_000_000_000
-	// PaymentRateWindow throttles a repeat of the same account, currency and
-	// amount under another payment id: the classic double-submit.
-	PaymentRateWindow = 60 * time.Second
 	// PaymentMaxRetry is the asynq MaxRetry of payments.
 	PaymentMaxRetry = 10
 
@@ -51,8 +47,9 @@ func (p Payment) validate() error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypePayment, ErrInvalid}, a...)...)
 	}
-	if _, err := dedup.NewKey(TypePayment, p.PaymentID); err != nil {
-		return fail("payment_id: %v", err)
+	if _, err := dedup.NewKey(TypePayment, p.PaymentID); err != nil || strings.HasPrefix(p.PaymentID, dedup.HashMark) {
+		return fail("payment_id %q: printable, at most %d bytes, no spaces or braces, not starting with %q",
+			p.PaymentID, dedup.MaxIDLen, dedup.HashMark)
 	}
 	switch {
 	case p.Account == "":
@@ -85,45 +82,50 @@ func printable(s string) bool {
 	return true
 }
 
-// NewPayment validates p and returns its Job on the "critical" queue: keyed
-// by PaymentID, refused again for DefaultUniqueWindow, and throttled for
-// PaymentRateWindow when the same account is charged the same amount.
-func NewPayment(p Payment) (Job, error) {
-	if err := p.validate(); err != nil {
-		return Job{}, err
-	}
-	j, err := newJob(TypePayment, p, p.PaymentID, QueueCritical)
-	if err != nil {
-		return Job{}, err
-	}
-	rate, err := paymentRateKey(p)
-	if err != nil {
-		return Job{}, err
-	}
-	j.Rate = &Rule{Key: rate, Window: PaymentRateWindow}
-	j.MaxRetry = PaymentMaxRetry
-	return j, nil
-}
+// Payments is the payment:charge declaration: on the "critical" queue,
+// keyed by payment_id, refused again for the payment id window, and
+// throttled for the payment rate window when the same account is charged
+// the same amount under another id.
+var Payments = builtinKind(Define(Spec[Payment]{
+	Type:     TypePayment,
+	Queue:    QueueCritical,
+	Route:    "payments",
+	KeyRule:  "`payment_id` (required); rate rule: account + currency + amount",
+	ID:       func(p Payment) string { return p.PaymentID },
+	Validate: Payment.validate,
+	Unique:   func(w Windows) time.Duration { return w.PaymentID },
+	Rules: func(p Payment, w Windows) (*Rule, *Rule, error) {
+		rate, err := paymentRateKey(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, &Rule{Key: rate, Window: w.PaymentRate}, nil
+	},
+	MaxRetry:    PaymentMaxRetry,
+	WriteResult: true,
+	Handler: func(d Deps) asynq.Handler {
+		return PaymentHandler{Gateway: d.Gateway, Log: d.Log}
+	},
+}))
 
+// NewPayment validates p and returns its Job under the default windows.
+func NewPayment(p Payment) (Job, error) { return Payments.Job(p, "", Windows{}) }
+
+// paymentRateKey is the rate rule's key. Accounts with spaces or braces
+// are valid; CallerID hashes them into their own space.
 func paymentRateKey(p Payment) (dedup.Key, error) {
-	suffix := ":" + p.Currency + ":" + strconv.FormatInt(p.Amount, 10)
-	if k, err := dedup.NewKey("payment:rate", p.Account+suffix); err == nil {
-		return k, nil
+	id, err := dedup.CallerID("payment:rate", p.Account+":"+p.Currency+":"+strconv.FormatInt(p.Amount, 10))
+	if err == nil {
+		return dedup.NewKey("payment:rate", id)
 	}
-	// Accounts with spaces or braces are valid; hash them into a key.
-	sum := sha256.Sum256([]byte(p.Account))
-	k, err := dedup.NewKey("payment:rate", "sha256-"+hex.EncodeToString(sum[:])+suffix)
-	if err != nil {
-		return dedup.Key{}, fmt.Errorf("tasks: new %s: %w: rate key: %w", TypePayment, ErrInvalid, err)
-	}
-	return k, nil
+	return dedup.Key{}, fmt.Errorf("tasks: new %s: %w: rate key: %w", TypePayment, ErrInvalid, err)
 }
 
 // PaymentHandler charges TypePayment tasks through Gateway, passing the
 // idempotency key as the gateway's Idempotency-Key: a redelivered task gets
 // the original charge back instead of a second one.
 type PaymentHandler struct {
-	Gateway *GatewayClient
+	Gateway Gateway
 	Log     *zap.Logger
 }
 

@@ -27,8 +27,8 @@ func TestNewPayment(t *testing.T) {
 	}{
 		{"valid", validPayment(), "payment:rate/acct_42:EUR:500", ""},
 		{"max amount", with(func(p *Payment) { p.Amount = MaxAmount }), "payment:rate/acct_42:EUR:1000000000000", ""},
-		{"account with space is hashed", with(func(p *Payment) { p.Account = "ACME Corp" }), "payment:rate/sha256-", ""},
-		{"account with brace is hashed", with(func(p *Payment) { p.Account = "a{b}" }), "payment:rate/sha256-", ""},
+		{"account with space is hashed", with(func(p *Payment) { p.Account = "ACME Corp" }), "payment:rate/~k", ""},
+		{"account with brace is hashed", with(func(p *Payment) { p.Account = "a{b}" }), "payment:rate/~k", ""},
 		{"empty payment id", with(func(p *Payment) { p.PaymentID = "" }), "", "payment_id"},
 		{"payment id with brace", with(func(p *Payment) { p.PaymentID = "p{1}" }), "", "payment_id"},
 		{"empty account", with(func(p *Payment) { p.Account = "" }), "", "account is empty"},
@@ -61,8 +61,8 @@ func TestNewPayment(t *testing.T) {
 			if j.MaxRetry != PaymentMaxRetry || j.Window != nil {
 				t.Errorf("MaxRetry = %d, Window = %v; want %d, nil", j.MaxRetry, j.Window, PaymentMaxRetry)
 			}
-			if j.Rate == nil || !strings.HasPrefix(j.Rate.Key.String(), tt.wantRate) || j.Rate.Window != PaymentRateWindow {
-				t.Fatalf("Rate = %+v, want key %s... for %v", j.Rate, tt.wantRate, PaymentRateWindow)
+			if j.Rate == nil || !strings.HasPrefix(j.Rate.Key.String(), tt.wantRate) || j.Rate.Window != DefaultPaymentRateWindow {
+				t.Fatalf("Rate = %+v, want key %s... for %v", j.Rate, tt.wantRate, DefaultPaymentRateWindow)
 			}
 			if _, err := dedup.ParseKey(j.Rate.Key.String()); err != nil {
 				t.Errorf("rate key %q is not a valid key: %v", j.Rate.Key, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -15,15 +14,15 @@ import (
 
 // ProducerOptions configures NewProducer.
 type ProducerOptions struct {
-	// Observer sees every enqueue decision (enqueued, duplicate, throttled).
-	// Default: none.
+	// Observer sees every enqueue decision (enqueued, duplicate, conflict,
+	// throttled). Default: none.
 	Observer dedup.Observer
-	// UniqueWindow replaces the unique window of every job that has one
-	// (constructors set DefaultUniqueWindow). Default: the job's own.
-	UniqueWindow time.Duration
-	// Brief skips looking up a duplicate's state and result (two reads, in
-	// parallel), so a refused duplicate costs no more than an insert; its
-	// Outcome then carries only the task id. Default: false.
+	// Brief skips the two reads (task and record, in parallel) that follow a
+	// refused enqueue, so a refusal costs no more than an insert. Those
+	// reads are how a conflict is told from a duplicate: a Brief producer
+	// reports every refusal as Duplicate with State unknown. Only for
+	// callers that never reuse a key for other content (the benchmark).
+	// Default: false.
 	Brief bool
 }
 
@@ -54,27 +53,40 @@ var _ Enqueuer = (*Producer)(nil)
 // window) costs exactly the one round trip of asynq's Enqueue: the key is the
 // asynq TaskID, which asynq refuses atomically while the task is retained. A
 // window or rate rule adds one Reserve each.
+//
+// Windows are taken only by accepted jobs: a reservation this call took is
+// given back (compare-and-delete on its holder) when a later rule, asynq's
+// task id check or the enqueue itself refuses the job. A window the same key
+// already held is left alone: it belongs to the accepted job. Between the
+// reserve and the give-back (one round trip) a concurrent job on the same
+// rule key is refused; one script cannot do both, since asynq's keys and
+// the window's live in different Cluster slots.
 func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	if j.Task == nil {
 		return Outcome{}, errors.New("tasks: enqueue: job has no task")
 	}
 	holder := j.Key.String()
 	out := Outcome{Key: holder, Queue: j.Queue}
-	var reserved []*Rule
+	var taken []*Rule
+	// The give-back must happen even when the caller's ctx has ended.
+	giveBack := func() { p.unreserve(context.WithoutCancel(ctx), taken, holder) }
 	for _, r := range []*Rule{j.Rate, j.Window} {
 		if r == nil {
 			continue
 		}
 		res, err := p.store.Reserve(ctx, r.Key, r.Window, holder)
 		if err != nil {
-			p.unreserve(ctx, reserved, holder)
+			giveBack()
 			return Outcome{}, fmt.Errorf("tasks: enqueue %s: %w", holder, err)
 		}
-		if res.Reserved || res.Holder == holder {
-			reserved = append(reserved, r) // a repeat of the same job falls through to the TaskID check
+		if res.Reserved {
+			taken = append(taken, r)
 			continue
 		}
-		p.unreserve(ctx, reserved, holder)
+		if res.Holder == holder {
+			continue // a repeat of the same key falls through to the task id check
+		}
+		giveBack()
 		out.RetryAfter = res.RetryAfter
 		if r == j.Rate {
 			out.Decision = Throttled
@@ -88,42 +100,39 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	}
 
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
+	task := j.Task
 	if j.Unique > 0 {
-		window := j.Unique
-		if p.opts.UniqueWindow > 0 {
-			window = p.opts.UniqueWindow
-		}
-		opts = append(opts, asynq.TaskID(holder), asynq.Retention(window))
+		opts = append(opts, asynq.TaskID(holder), asynq.Retention(j.Unique))
+		task = leanTask(j, holder)
 	}
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
 	}
-	info, err := p.client.EnqueueContext(ctx, j.Task, opts...)
+	info, err := p.client.EnqueueContext(ctx, task, opts...)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
-		out.Decision, out.TaskID = Duplicate, holder
-		out.Reason = "task id " + holder + " already accepted"
-		if !p.opts.Brief {
-			out.State, out.Result = p.describe(ctx, j.Queue, j.Key)
-			out.Reason = "already accepted: " + out.State
-			if out.State == "completed" {
-				out.Reason = "already processed: completed"
-			}
-		}
+		giveBack()
+		out.TaskID = holder
+		p.refused(ctx, j, &out)
 	case err != nil:
-		// Not accepted: free the windows so a retry is not refused.
-		p.unreserve(context.WithoutCancel(ctx), reserved, holder)
+		giveBack()
 		return Outcome{}, fmt.Errorf("tasks: enqueue %s: %w", holder, err)
 	default:
-		out.Decision, out.TaskID, out.State = Enqueued, info.ID, info.State.String()
+		out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
 	}
 	p.observe(ctx, j, out)
 	return out, nil
 }
 
-// describe reads the existing task's state and the idempotency record.
-// The record wins: "completed" means the handler's effect was recorded.
-func (p *Producer) describe(ctx context.Context, queue string, k dedup.Key) (string, []byte) {
+// refused tells a duplicate from a conflict: the accepted task carries its
+// fingerprint in a header, and so does the idempotency record once it ran.
+// A conflict never carries the other job's result.
+func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) {
+	if p.opts.Brief {
+		out.Decision, out.State = Duplicate, StatusUnknown
+		out.Reason = "task id " + j.Key.String() + " already accepted"
+		return
+	}
 	var (
 		wg   sync.WaitGroup
 		info *asynq.TaskInfo
@@ -131,16 +140,48 @@ func (p *Producer) describe(ctx context.Context, queue string, k dedup.Key) (str
 		ierr error
 		rerr error
 	)
-	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(queue, k.String()) })
-	wg.Go(func() { rec, rerr = p.store.Status(ctx, k) })
+	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.String()) })
+	wg.Go(func() { rec, rerr = p.store.Status(ctx, j.Key) })
 	wg.Wait()
-	if rerr == nil && rec.State == dedup.StateDone {
-		return "completed", rec.Result
+	stored := ""
+	if ierr == nil {
+		stored = info.Headers[HeaderFingerprint]
+	}
+	if stored == "" && rerr == nil {
+		stored = rec.Fingerprint
+	}
+	if stored != "" && stored != j.Fingerprint {
+		out.Decision, out.State = Conflict, StatusUnknown
+		out.Reason = "key " + j.Key.String() + " was accepted with other content (fingerprint " + short(stored) +
+			", this job " + short(j.Fingerprint) + "); nothing was enqueued"
+		return
+	}
+	out.Decision = Duplicate
+	if rerr != nil {
+		rec = dedup.Record{State: dedup.StateAbsent}
 	}
 	if ierr != nil {
-		return "unknown", nil
+		info = nil
 	}
-	return info.State.String(), info.Result
+	st := statusOf(j.Key, rec, info)
+	out.State = st.State
+	if st.State == StatusDone {
+		out.Result = rec.Result
+		if len(out.Result) == 0 && info != nil {
+			out.Result = info.Result
+		}
+	}
+	out.Reason = "already accepted: " + string(st.State)
+	if st.State == StatusDone {
+		out.Reason = "already processed: done"
+	}
+}
+
+func short(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
 }
 
 func (p *Producer) unreserve(ctx context.Context, rules []*Rule, holder string) {
@@ -156,6 +197,8 @@ func (p *Producer) observe(ctx context.Context, j Job, o Outcome) {
 		d.Outcome = dedup.OutcomeEnqueued
 	case Duplicate:
 		d.Outcome = dedup.OutcomeDuplicate
+	case Conflict:
+		d.Outcome = dedup.OutcomeConflict
 	case Throttled:
 		d.Outcome = dedup.OutcomeThrottled
 	}
@@ -168,6 +211,7 @@ type BatchResult struct {
 	Errors   []error // Errors[i] is set when item i failed outright
 	Enqueued int
 	Blocked  int // duplicates and throttled
+	Conflict int // keys accepted before with other content
 	Failed   int
 }
 
@@ -183,14 +227,11 @@ func (p *Producer) EnqueueBatch(ctx context.Context, jobs []Job) BatchResult {
 			r.Failed++
 		case o.Decision == Enqueued:
 			r.Enqueued++
+		case o.Decision == Conflict:
+			r.Conflict++
 		default:
 			r.Blocked++
 		}
 	}
 	return r
-}
-
-// Status answers "did this job already run?" for a key or task id.
-func (p *Producer) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
-	return p.store.Status(ctx, k)
 }

@@ -73,7 +73,7 @@ func TestWelcomeEmailTwice(t *testing.T) {
 }
 
 // The seed's payment rules: the same payment id within 24 h is a duplicate,
-// reported "already processed: completed" once it ran; the same account and
+// reported "already processed: done" once it ran; the same account and
 // amount under another payment id within 60 s is throttled.
 func TestPaymentRules(t *testing.T) {
 	t.Parallel()
@@ -95,11 +95,11 @@ func TestPaymentRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	dup := enqueue(t, p, pay("pmt-20260628-001", 4200), tasks.Duplicate)
-	if dup.State != "completed" || !strings.Contains(dup.Reason, "already processed: completed") || string(dup.Result) != `{"charge_id":"ch_1"}` {
+	if dup.State != tasks.StatusDone || !strings.Contains(dup.Reason, "already processed: done") || string(dup.Result) != `{"charge_id":"ch_1"}` {
 		t.Fatalf("duplicate payment: %+v", dup)
 	}
 	th := enqueue(t, p, pay("pmt-20260628-002", 4200), tasks.Throttled)
-	if th.RetryAfter <= 0 || th.RetryAfter > tasks.PaymentRateWindow {
+	if th.RetryAfter <= 0 || th.RetryAfter > tasks.DefaultPaymentRateWindow {
 		t.Fatalf("throttled retry after %v", th.RetryAfter)
 	}
 	enqueue(t, p, pay("pmt-20260628-003", 4300), tasks.Enqueued) // another amount is another rule key
@@ -129,10 +129,10 @@ func TestFileScanWindow(t *testing.T) {
 	}
 	first := enqueue(t, p, scan("a.pdf"), tasks.Enqueued)
 	inside := enqueue(t, p, scan("b.pdf"), tasks.Duplicate)
-	if inside.TaskID != first.Key || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.FileScanWindow {
+	if inside.TaskID != first.Key || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.DefaultFileScanWindow {
 		t.Fatalf("inside the window: %+v", inside)
 	}
-	mr.FastForward(tasks.FileScanWindow + time.Second)
+	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
 	enqueue(t, p, scan("b.pdf"), tasks.Enqueued)
 }
 
@@ -170,16 +170,50 @@ func TestFailedEnqueueFreesWindow(t *testing.T) {
 	}
 }
 
-// ONCEQ_UNIQUE_WINDOW reaches asynq as the task's retention.
+// The catalog's windows (ONCEQ_UNIQUE_WINDOW, ONCEQ_PAYMENT_ID_WINDOW) reach
+// asynq as the task's retention.
 func TestUniqueWindowOption(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	store, _ := dedup.NewRedisStore(rdb, dedup.Options{})
-	p := tasks.NewProducer(rdb, store, tasks.ProducerOptions{UniqueWindow: 90 * time.Minute})
-	j := mustJob(t)(tasks.NewEmail(tasks.Email{ID: "w-1", To: "a@example.com", Subject: "s", Body: "b"}))
-	o := enqueue(t, p, j, tasks.Enqueued)
-	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(o.Queue, o.TaskID)
-	if err != nil || info.Retention != 90*time.Minute {
-		t.Fatalf("retention %v (%v), want 90m", info.Retention, err)
+	p, _, _ := newProducer(t, rdb)
+	cat, err := tasks.NewCatalog(tasks.Windows{Unique: 90 * time.Minute, PaymentID: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		typ, payload string
+		want         time.Duration
+	}{
+		{tasks.TypeEmail, `{"id":"w-1","to":"a@example.com","subject":"s","body":"b"}`, 90 * time.Minute},
+		{tasks.TypePayment, `{"payment_id":"p-1","account":"a","amount":1,"currency":"EUR"}`, 48 * time.Hour},
+	} {
+		o := enqueue(t, p, mustJob(t)(cat.Build(c.typ, []byte(c.payload), "")), tasks.Enqueued)
+		info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(o.Queue, o.TaskID)
+		if err != nil || info.Retention != c.want {
+			t.Fatalf("%s: retention %v (%v), want %v", c.typ, info.Retention, err, c.want)
+		}
+	}
+}
+
+// The default policy sends the key as the task id only; without a unique
+// window the key header goes along, so a worker still finds the key.
+func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	p, _, _ := newProducer(t, rdb)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for _, unique := range []time.Duration{tasks.DefaultUniqueWindow, 0} {
+		j := mustJob(t)(tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Hi", Body: unique.String()}))
+		j.Unique = unique
+		o := enqueue(t, p, j, tasks.Enqueued)
+		info, err := insp.GetTaskInfo(j.Queue, o.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, hasKey := info.Headers[tasks.HeaderKey]
+		if wantKey := unique == 0; hasKey != wantKey || hasKey && key != j.Key.String() ||
+			info.Headers[tasks.HeaderFingerprint] != j.Fingerprint || (unique > 0) != (o.TaskID == j.Key.String()) {
+			t.Errorf("unique %v: task %s headers %v; want key header %v", unique, o.TaskID, info.Headers, wantKey)
+		}
 	}
 }

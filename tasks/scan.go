@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
@@ -22,10 +21,6 @@ const (
 	ModeMalware = "malware" // built-in signatures only
 	ModeFull    = "full"    // also clamd, when configured
 )
-
-// FileScanWindow refuses a second scan of the same FileID, in any mode, for
-// this long after the first was accepted.
-const FileScanWindow = 30 * time.Second
 
 // maxPathBytes is PATH_MAX on Linux.
 const maxPathBytes = 4096
@@ -62,30 +57,37 @@ func (s Scan) validate() error {
 	return nil
 }
 
-// NewScan validates s and returns its Job on the "default" queue. The key is
-// the content hash, so the same scan twice is a duplicate while a malware
-// and a full scan of one path are two jobs; a FileID adds a FileScanWindow
-// window across modes.
-func NewScan(s Scan) (Job, error) {
-	if s.Mode == "" {
-		s.Mode = ModeMalware
-	}
-	if err := s.validate(); err != nil {
-		return Job{}, err
-	}
-	j, err := newJob(TypeScan, s, "", QueueDefault)
-	if err != nil {
-		return Job{}, err
-	}
-	if s.FileID != "" {
+// Scans is the scan:file declaration. The key is the content hash, so the
+// same scan twice is a duplicate while a malware and a full scan of one path
+// are two jobs; a FileID adds the file scan window across modes.
+var Scans = builtinKind(Define(Spec[Scan]{
+	Type:    TypeScan,
+	Route:   "scans",
+	KeyRule: "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
+	Prepare: func(s *Scan) {
+		if s.Mode == "" {
+			s.Mode = ModeMalware
+		}
+	},
+	Validate: Scan.validate,
+	Rules: func(s Scan, w Windows) (*Rule, *Rule, error) {
+		if s.FileID == "" {
+			return nil, nil, nil
+		}
 		k, err := dedup.NewKey("file_scan", s.FileID)
 		if err != nil {
-			return Job{}, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, ErrInvalid, err)
+			return nil, nil, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, ErrInvalid, err)
 		}
-		j.Window = &Rule{Key: k, Window: FileScanWindow}
-	}
-	return j, nil
-}
+		return &Rule{Key: k, Window: w.FileScan}, nil, nil
+	},
+	WriteResult: true,
+	Handler: func(d Deps) asynq.Handler {
+		return ScanHandler{Scanner: d.Scanner, Log: d.Log}
+	},
+}))
+
+// NewScan validates s and returns its Job under the default windows.
+func NewScan(s Scan) (Job, error) { return Scans.Job(s, "", Windows{}) }
 
 // ScanHandler runs TypeScan tasks with Scanner.
 type ScanHandler struct {

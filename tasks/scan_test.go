@@ -56,8 +56,8 @@ func TestNewScan(t *testing.T) {
 			switch {
 			case tt.scan.FileID == "" && j.Window != nil:
 				t.Errorf("Window = %+v without a file id", j.Window)
-			case tt.scan.FileID != "" && (j.Window == nil || j.Window.Key.String() != "file_scan/"+tt.scan.FileID || j.Window.Window != FileScanWindow):
-				t.Errorf("Window = %+v, want file_scan/%s for %v", j.Window, tt.scan.FileID, FileScanWindow)
+			case tt.scan.FileID != "" && (j.Window == nil || j.Window.Key.String() != "file_scan/"+tt.scan.FileID || j.Window.Window != DefaultFileScanWindow):
+				t.Errorf("Window = %+v, want file_scan/%s for %v", j.Window, tt.scan.FileID, DefaultFileScanWindow)
 			}
 		})
 	}

@@ -46,34 +46,37 @@ func (wh Webhook) validate() error {
 	case len(wh.Data) > 0 && !json.Valid(wh.Data):
 		return fail("data is not valid JSON")
 	}
-	// The event id ends up in keys (ours and the routed jobs'): check it now,
-	// even when an explicit idempotency key is given.
+	// The event id ends up in keys (ours and the routed jobs'): check it now.
 	if _, err := dedup.NewKey(TypeWebhook, wh.webhookID()); err != nil {
 		return fail("event_id: %v", err)
 	}
 	return nil
 }
 
-// webhookID is the key id of an event without an explicit idempotency key:
-// a sender's event id is unique per sender only.
+// webhookID is the key id of an event: a sender's event id is unique per
+// sender only.
 func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
 
-// NewWebhook validates w and returns its Job on the "default" queue, keyed
-// by idempotencyKey (the request's Idempotency-Key) when given, else by
-// source and event id, so a sender's redelivery of an event is a duplicate.
-func NewWebhook(w Webhook, idempotencyKey string) (Job, error) {
-	if len(w.Data) == 0 {
-		w.Data = nil // marshals as null; an empty RawMessage does not marshal
-	}
-	if err := w.validate(); err != nil {
-		return Job{}, err
-	}
-	explicit := idempotencyKey
-	if explicit == "" {
-		explicit = w.webhookID()
-	}
-	return newJob(TypeWebhook, w, explicit, QueueDefault)
-}
+// Webhooks is the webhook:process declaration. The key is the source plus
+// the sender's event id, both from the signed body: a redelivery is a
+// duplicate whatever its Idempotency-Key, and two senders never collide.
+var Webhooks = builtinKind(Define(Spec[Webhook]{
+	Type:    TypeWebhook,
+	KeyRule: "`source` + `:` + `event_id` (from the signed body; `attempt`, `received_at` left out)",
+	ID:      Webhook.webhookID,
+	Prepare: func(w *Webhook) {
+		if len(w.Data) == 0 {
+			w.Data = nil // marshals as null; an empty RawMessage does not marshal
+		}
+	},
+	Validate: Webhook.validate,
+	Handler: func(d Deps) asynq.Handler {
+		return WebhookHandler{Enqueuer: d.Enqueuer, Windows: d.Windows, Log: d.Log}
+	},
+}))
+
+// NewWebhook validates w and returns its Job under the default windows.
+func NewWebhook(w Webhook) (Job, error) { return Webhooks.Job(w, "", Windows{}) }
 
 // Event types WebhookHandler routes.
 const EventUserCreated = "user.created"
@@ -98,7 +101,9 @@ type WebhookResult struct {
 // WebhookHandler routes TypeWebhook events by type to follow-up jobs.
 type WebhookHandler struct {
 	Enqueuer Enqueuer
-	Log      *zap.Logger
+	// Windows of the jobs it enqueues. Default: the defaults.
+	Windows Windows
+	Log     *zap.Logger
 }
 
 // ProcessTask implements asynq.Handler.
@@ -128,8 +133,8 @@ func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResu
 	return WebhookResult{Ignored: true, Type: wh.Type}, nil
 }
 
-// userCreated enqueues the welcome email, keyed by the event id so a
-// redelivered event does not welcome twice.
+// userCreated enqueues the welcome email, keyed by source and event id so a
+// redelivered event does not welcome twice and two senders never collide.
 func (h WebhookHandler) userCreated(ctx context.Context, wh Webhook, log *zap.Logger) (WebhookResult, error) {
 	var u UserCreated
 	// Not strict: senders add fields to their events, and that must not
@@ -146,12 +151,12 @@ func (h WebhookHandler) userCreated(ctx context.Context, wh Webhook, log *zap.Lo
 	if u.Name != "" {
 		subject, greeting = "Welcome, "+u.Name, "Hi "+u.Name+","
 	}
-	job, err := NewEmail(Email{
-		ID:      "welcome-" + wh.EventID,
+	job, err := Emails.Job(Email{
+		ID:      "welcome-" + wh.webhookID(),
 		To:      u.Email,
 		Subject: subject,
 		Body:    greeting + "\n\nwelcome aboard: your account is ready.\n",
-	})
+	}, "", h.Windows)
 	if err != nil {
 		return WebhookResult{}, permanent(err)
 	}

@@ -55,7 +55,7 @@ func TestNewWebhook(t *testing.T) {
 		wantErr string
 	}{
 		{"source and event id", valid, "", "webhook:process/auth0:evt_1", ""},
-		{"explicit key", valid, "idem-9", "webhook:process/idem-9", ""},
+		{"an Idempotency-Key never replaces the signed id", valid, "idem-9", "webhook:process/auth0:evt_1", ""},
 		{"no data", with(func(w *Webhook) { w.Data = nil }), "", "webhook:process/auth0:evt_1", ""},
 		{"source with upper case", with(func(w *Webhook) { w.Source = "Auth0" }), "", "", "source"},
 		{"source too long", with(func(w *Webhook) { w.Source = strings.Repeat("a", 65) }), "", "", "source"},
@@ -66,12 +66,11 @@ func TestNewWebhook(t *testing.T) {
 		{"event id with brace", with(func(w *Webhook) { w.EventID = "{evt}" }), "", "", "event_id"},
 		{"empty type", with(func(w *Webhook) { w.Type = "" }), "", "", "type is empty"},
 		{"data not JSON", with(func(w *Webhook) { w.Data = json.RawMessage(`{"a":`) }), "", "", "data"},
-		{"bad explicit key", valid, "two words", "", "invalid key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			j, err := NewWebhook(tt.webhook, tt.idem)
+			j, err := Webhooks.Job(tt.webhook, tt.idem, Windows{})
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("NewWebhook = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
@@ -92,18 +91,18 @@ func TestNewWebhook(t *testing.T) {
 func TestWebhookKeys(t *testing.T) {
 	t.Parallel()
 	must := mustJob(t)
-	a := must(NewWebhook(userCreated("evt_1", userData), ""))
+	a := must(NewWebhook(userCreated("evt_1", userData)))
 	redelivered := userCreated("evt_1", `{ "plan":"pro", "name":"Ann", "email":"ann@example.com", "user_id":"u1" }`)
 	redelivered.Attempt, redelivered.ReceivedAt = 3, "2025-01-01T00:00:00Z"
-	b := must(NewWebhook(redelivered, ""))
+	b := must(NewWebhook(redelivered))
 	if a.Key != b.Key || a.Fingerprint != b.Fingerprint {
 		t.Errorf("a redelivery (attempt, received_at, data spelling) changed key %v->%v or fingerprint", a.Key, b.Key)
 	}
-	changed := must(NewWebhook(userCreated("evt_1", `{"user_id":"u2","email":"bo@example.com"}`), ""))
+	changed := must(NewWebhook(userCreated("evt_1", `{"user_id":"u2","email":"bo@example.com"}`)))
 	if changed.Key != a.Key || changed.Fingerprint == a.Fingerprint {
 		t.Errorf("same event id, other data: key %v vs %v, fingerprint equal %v; want one key, a mismatch", changed.Key, a.Key, changed.Fingerprint == a.Fingerprint)
 	}
-	if c := must(NewWebhook(userCreated("evt_2", userData), "")); c.Key == a.Key {
+	if c := must(NewWebhook(userCreated("evt_2", userData))); c.Key == a.Key {
 		t.Errorf("another event id kept key %v", c.Key)
 	}
 }
@@ -113,16 +112,16 @@ func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
 	enq := &fakeEnqueuer{}
 	h := WebhookHandler{Enqueuer: enq}
 	must := mustJob(t)
-	first := must(NewWebhook(userCreated("evt_1", userData), ""))
+	first := must(NewWebhook(userCreated("evt_1", userData)))
 	redelivered := userCreated("evt_1", userData)
 	redelivered.Attempt = 2
-	second := must(NewWebhook(redelivered, "another-idem-key"))
+	second := must(NewWebhook(redelivered))
 
 	res, err := h.process(context.Background(), first.Task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (WebhookResult{Routed: TypeEmail, Outcome: Enqueued, TaskID: "email:send/welcome-evt_1"}) {
+	if res != (WebhookResult{Routed: TypeEmail, Outcome: Enqueued, TaskID: "email:send/welcome-auth0:evt_1"}) {
 		t.Errorf("result = %+v", res)
 	}
 	if len(enq.jobs) != 1 {
@@ -134,7 +133,7 @@ func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
 	if err := json.Unmarshal(j.Task.Payload(), &e); err != nil {
 		t.Fatal(err)
 	}
-	if e.ID != "welcome-evt_1" || e.To != "ann@example.com" || e.Subject != "Welcome, Ann" || !strings.Contains(e.Body, "Hi Ann,") {
+	if e.ID != "welcome-auth0:evt_1" || e.To != "ann@example.com" || e.Subject != "Welcome, Ann" || !strings.Contains(e.Body, "Hi Ann,") {
 		t.Errorf("welcome email = %+v", e)
 	}
 
@@ -156,7 +155,7 @@ func TestWebhookHandlerIgnoresUnknownTypes(t *testing.T) {
 	enq := &fakeEnqueuer{}
 	w := userCreated("evt_5", `{"anything":true}`)
 	w.Type = "invoice.paid"
-	res, err := WebhookHandler{Enqueuer: enq}.process(context.Background(), mustJob(t)(NewWebhook(w, "")).Task)
+	res, err := WebhookHandler{Enqueuer: enq}.process(context.Background(), mustJob(t)(NewWebhook(w)).Task)
 	if err != nil || res != (WebhookResult{Ignored: true, Type: "invoice.paid"}) {
 		t.Fatalf("unknown type: %+v, %v; want ignored, nil", res, err)
 	}
@@ -168,7 +167,7 @@ func TestWebhookHandlerIgnoresUnknownTypes(t *testing.T) {
 func TestWebhookHandlerFailures(t *testing.T) {
 	t.Parallel()
 	task := func(data string) *asynq.Task {
-		return mustJob(t)(NewWebhook(userCreated("evt_1", data), "")).Task
+		return mustJob(t)(NewWebhook(userCreated("evt_1", data))).Task
 	}
 	tests := []struct {
 		name string

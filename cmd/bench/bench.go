@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/redisproc"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -31,6 +32,7 @@ type config struct {
 	Retained    bool  // also process TaskID+Retention tasks without middleware
 	Phases      map[string]bool
 	RedisURL    string
+	Ports       redisproc.Ports // for the redis-server the bench starts
 	CPUProfile  string
 	SideTimeout time.Duration // a processing measurement that takes longer fails
 	// workerCmd builds the command of a worker subprocess (this program
@@ -109,7 +111,8 @@ func (b *bench) plainTask(queue string, i int) (string, *asynq.Task) {
 }
 
 // job is what a tasks constructor builds: key and fingerprint from
-// dedup.Derive, carried in the headers, default unique window.
+// dedup.Derive, carried in the headers, default unique window. The
+// Producer sends only the fingerprint header: the task id is the key.
 func (b *bench) job(queue string, i int) (tasks.Job, error) {
 	_, p := b.payload(queue, i)
 	k, fp, err := dedup.Derive(b.taskType, p, "", nil)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,11 +43,12 @@ func TestSmoke(t *testing.T) {
 		return cmd
 	}
 	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	mdPath := filepath.Join(t.TempDir(), "out.md")
 	var stdout, stderr bytes.Buffer
 	rep, err := run(ctx, []string{
-		"-n", "200", "-rounds", "1", "-enqueue-n", "50", "-memory-n", "50",
+		"-n", "200", "-rounds", "2", "-enqueue-n", "50", "-memory-n", "50",
 		"-conc", "10", "-two-conc", "10", "-goroutines", "1,8", "-dup-goroutines", "1",
-		"-redis-url", "redis://" + srv.Addr + "/0", "-json", jsonPath,
+		"-redis-url", "redis://" + srv.Addr + "/0", "-json", jsonPath, "-markdown", mdPath,
 	}, &stdout, &stderr, worker)
 	if err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -55,8 +58,11 @@ func TestSmoke(t *testing.T) {
 	var processed int
 	for _, g := range rep.Groups {
 		for _, r := range g.Results {
-			if len(r.Rounds) != 1 {
-				t.Errorf("%s %s: %d rounds, want 1", g.Name, r.Side, len(r.Rounds))
+			if len(r.Rounds) != 2 {
+				t.Errorf("%s %s: %d rounds, want 2", g.Name, r.Side, len(r.Rounds))
+			}
+			if r.AllocsPerOp <= 0 || r.GoCPUus <= 0 {
+				t.Errorf("%s %s: %.1f allocs and %.1f µs Go CPU per op, want both measured", g.Name, r.Side, r.AllocsPerOp, r.GoCPUus)
 			}
 			if r.OpsPerSec <= 0 {
 				t.Errorf("%s %s: %v ops/s", g.Name, r.Side, r.OpsPerSec)
@@ -64,14 +70,14 @@ func TestSmoke(t *testing.T) {
 			switch {
 			case g.Unit == "tasks" && r.Side == sideOnceq:
 				processed++
-				if r.ops != 200 {
-					t.Errorf("%s: %d tasks processed, want 200", g.Name, r.ops)
+				if r.ops != 2*200 {
+					t.Errorf("%s: %d tasks processed, want 2 rounds of 200", g.Name, r.ops)
 				}
 				if r.TripsPerOp < 2 || r.TripsPerOp > 6 {
 					t.Errorf("%s: %.3f round trips per onceq task, want 2..6", g.Name, r.TripsPerOp)
 				}
-				if r.TaskPathTripsPerOp < 3.9 || r.TaskPathTripsPerOp > 4.1 {
-					t.Errorf("%s: %.3f task-path round trips per onceq task, want about 4", g.Name, r.TaskPathTripsPerOp)
+				if r.TaskPathTripsPerOp < 2.9 || r.TaskPathTripsPerOp > 4.1 {
+					t.Errorf("%s: %.3f task-path round trips per onceq task, want 3 to 4", g.Name, r.TaskPathTripsPerOp)
 				}
 			case g.Unit == "tasks" && r.Side == sideBare:
 				if r.TaskPathTripsPerOp < 1.9 || r.TaskPathTripsPerOp > 2.1 {
@@ -98,13 +104,37 @@ func TestSmoke(t *testing.T) {
 	if m := rep.Memory; m == nil || m.RecordBytes <= 0 || m.TaskBytes <= 0 || m.PlainTaskBytes <= 0 {
 		t.Errorf("memory: %+v", rep.Memory)
 	}
-	if len(rep.Targets) == 0 || !strings.Contains(stdout.String(), "Targets") {
-		t.Error("no targets reported")
-	}
-
+	// Every row of issue 11's Targets table, by its name, in text, JSON and Markdown.
+	md, _ := os.ReadFile(mdPath)
 	var decoded Report
 	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &decoded) != nil || len(decoded.Groups) != len(rep.Groups) {
 		t.Errorf("json report: %v", err)
+	}
+	if len(rep.Targets) != len(issueTargets) || len(decoded.Targets) != len(issueTargets) {
+		t.Errorf("%d targets (%d in JSON), want %d", len(rep.Targets), len(decoded.Targets), len(issueTargets))
+	}
+	for i, name := range issueTargets {
+		if i < len(rep.Targets) && (rep.Targets[i].Name != name || !rep.Targets[i].Measured) {
+			t.Errorf("target %d = %+v, want %q measured", i, rep.Targets[i], name)
+		}
+		if !strings.Contains(stdout.String(), name) || !strings.Contains(string(md), "| "+name+" |") {
+			t.Errorf("target %q missing from the printed report or the Markdown", name)
+		}
+	}
+	if !strings.Contains(stdout.String(), "load average") || rep.Load.Max <= 0 {
+		t.Errorf("no load average: %+v", rep.Load)
+	}
+	if c, ok := rep.comparison("process 1 server c=10", sideOnceq, sideBare); !ok || c.Q1 > c.Median || c.Median > c.Q3 {
+		t.Errorf("onceq/asynq comparison %+v, want Q1 <= median <= Q3", c)
+	}
+
+	// The Markdown is regenerated from the saved JSON alone, byte for byte.
+	again := filepath.Join(t.TempDir(), "again.md")
+	if _, err := run(ctx, []string{"-from", jsonPath, "-markdown", again}, io.Discard, io.Discard, worker); err != nil {
+		t.Fatal(err)
+	}
+	if md2, _ := os.ReadFile(again); len(md) == 0 || !bytes.Equal(md, md2) {
+		t.Errorf("markdown from -from differs:\n%s\n---\n%s", md, md2)
 	}
 
 	// A given server keeps only what was there: the run deleted its keys.
@@ -114,5 +144,32 @@ func TestSmoke(t *testing.T) {
 	}
 	if len(keys) > 0 {
 		t.Errorf("keys left behind: %v", keys)
+	}
+}
+
+// issueTargets are the rows of issue 11's Targets table, in order.
+var issueTargets = []string{
+	"processing, 1 server c=10, onceq / bare asynq",
+	"processing, 2 processes, onceq / bare asynq",
+	"round trips per processed task, happy path",
+	"added Redis CPU per task",
+	"added Go CPU per task",
+	"enqueue, default policy / plain asynq, 1 / 8 / 32 goroutines",
+	"rejected duplicate / first insert",
+}
+
+func TestQuantile(t *testing.T) {
+	t.Parallel()
+	v := []float64{0.9, 0.7, 0.8, 1.0, 0.6}
+	for q, want := range map[float64]float64{0: 0.6, 0.25: 0.7, 0.5: 0.8, 0.75: 0.9, 1: 1.0} {
+		if got := quantile(v, q); math.Abs(got-want) > 1e-9 {
+			t.Errorf("quantile(%v, %v) = %v, want %v", v, q, got, want)
+		}
+	}
+	if got := quantile([]float64{1, 2}, 0.5); got != 1.5 {
+		t.Errorf("median of 1, 2 = %v, want 1.5", got)
+	}
+	if quantile(nil, 0.5) != 0 {
+		t.Error("quantile of nothing is not 0")
 	}
 }

@@ -23,7 +23,7 @@ import (
 //	run <side> <queue> <type> <conc>  build a server for one queue
 //	go                                start it (CPU and trips counted from here)
 //	count                             -> ok <handled>
-//	stop                              shut down -> ok <handled> <last-unix-ns> <cpu-ns> <trips> <task-trips>
+//	stop                              shut down -> ok <handled> <last-unix-ns> <cpu-ns> <trips> <task-trips> <allocs>
 //	quit                              exit
 func serveWorker(ctx context.Context, in io.Reader, out, warn io.Writer) error {
 	var (
@@ -31,6 +31,7 @@ func serveWorker(ctx context.Context, in io.Reader, out, warn io.Writer) error {
 		host *workerHost
 		run  *serverRun
 		cpu  time.Duration
+		objs uint64
 		trip int64
 		task int64
 		prof *os.File
@@ -84,7 +85,7 @@ func serveWorker(ctx context.Context, in io.Reader, out, warn io.Writer) error {
 			}
 		case f[0] == "go" && run != nil:
 			runtime.GC()
-			cpu = processCPU()
+			cpu, objs = processCPU(), heapAllocs()
 			trip, task = host.trips.load()
 			if err = run.start(); err == nil {
 				reply("ok")
@@ -94,7 +95,7 @@ func serveWorker(ctx context.Context, in io.Reader, out, warn io.Writer) error {
 		case f[0] == "stop" && run != nil:
 			run.stop()
 			t, tt := host.trips.load()
-			reply("ok %d %d %d %d %d", run.count.Load(), run.last.Load(), int64(processCPU()-cpu), t-trip, tt-task)
+			reply("ok %d %d %d %d %d %d", run.count.Load(), run.last.Load(), int64(processCPU()-cpu), t-trip, tt-task, heapAllocs()-objs)
 			run = nil
 		case f[0] == "quit":
 			return nil

@@ -15,7 +15,7 @@ import (
 const (
 	enqPlain    = "asynq"        // Client.Enqueue, no options: the baseline
 	enqPlainID  = "asynq+id"     // Client.Enqueue with TaskID + Retention
-	enqPlainHdr = "asynq+id+hdr" // the same, with onceq's headers on the task
+	enqPlainHdr = "asynq+id+hdr" // the same, with onceq's fingerprint header on the task
 	enqDefault  = "default"      // Producer, unique window (TaskID + Retention)
 	enqWindow   = "window"       // Producer, unique window + time-window rule
 	enqRate     = "rate"         // Producer, unique window + rate rule
@@ -70,12 +70,12 @@ func (b *bench) prepare(e *enqueuer, side, queue string, n int) ([]op, error) {
 			if side != enqPlain {
 				opts = append(opts, asynq.TaskID(id), asynq.Retention(tasks.DefaultUniqueWindow))
 			}
-			if side == enqPlainHdr {
+			if side == enqPlainHdr { // the task as the Producer sends it
 				j, err := b.job(queue, i)
 				if err != nil {
 					return nil, err
 				}
-				t = j.Task
+				t = asynq.NewTaskWithHeaders(t.Type(), t.Payload(), map[string]string{dedup.HeaderFingerprint: j.Fingerprint})
 			}
 			ops[i] = func(ctx context.Context) error {
 				_, err := e.client.EnqueueContext(ctx, t, opts...)
@@ -89,9 +89,9 @@ func (b *bench) prepare(e *enqueuer, side, queue string, n int) ([]op, error) {
 		}
 		switch side {
 		case enqWindow:
-			j.Window = &tasks.Rule{Key: b.ruleKey("win", queue, i), Window: tasks.FileScanWindow}
+			j.Window = &tasks.Rule{Key: b.ruleKey("win", queue, i), Window: tasks.DefaultFileScanWindow}
 		case enqRate:
-			j.Rate = &tasks.Rule{Key: b.ruleKey("rate", queue, i), Window: tasks.PaymentRateWindow}
+			j.Rate = &tasks.Rule{Key: b.ruleKey("rate", queue, i), Window: tasks.DefaultPaymentRateWindow}
 		}
 		ops[i] = producerOp(e.producer, j, tasks.Enqueued)
 	}

@@ -8,7 +8,18 @@
 //	go run ./cmd/bench                 # default: N=20000, 7 paired rounds (about 5 min on 2 cores)
 //	go run ./cmd/bench -quick          # smoke run
 //	go run ./cmd/bench -json out.json -cpuprofile cpu.out
-//	go run ./cmd/bench -pg [-n 2000 -rounds 3]  # transactional handlers (Postgres ledger)
+//	go run ./cmd/bench -json bench.json -markdown bench.md   # the README's tables
+//	go run ./cmd/bench -from bench.json -markdown -           # them again, from the saved run
+//	go run ./cmd/bench -ports 7000-7099                       # where its redis-server may listen
+//	go run ./cmd/bench -pg [-n 2000 -rounds 3]                # transactional handlers (Postgres ledger)
+//
+// Per side it reports tasks (or enqueues) per second, round trips, Redis
+// commands, Go CPU (getrusage of the measuring and worker processes) and
+// Redis CPU (INFO cpu, scripts apart from INFO commandstats) per op, Go heap
+// allocations per op, and the machine's load average at the end of every
+// stretch; ratios are medians of paired rounds with their interquartile
+// range. Issue 11's Targets table is checked row by row: PASS, MISS, or -
+// when the run did not measure it.
 //
 // By default it starts its own redis-server on a free loopback port (no
 // persistence) and kills it at the end. With -redis-url it uses that server

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
+	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -91,6 +94,28 @@ func (c *tripCounter) load() (all, task int64) {
 	return c.n.Load(), c.task.Load()
 }
 
+// heapAllocs is how many heap objects this process has allocated so far.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// loadAvg is the machine's 1-minute load average (0 where /proc has none):
+// on a shared machine it says how far to trust a round.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	l, _ := strconv.ParseFloat(f, 64)
+	return l
+}
+
 // processCPU is this process's user+system CPU time so far.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -111,6 +136,8 @@ type sample struct {
 	Scripts  time.Duration // Redis time inside EVAL/EVALSHA
 	Trips    int64         // all round trips
 	TaskTrip int64         // round trips on a task's path (processing only)
+	Allocs   uint64        // heap objects allocated by the Go process(es)
+	Load     float64       // 1-minute load average at the end
 	Calls    map[string]int64
 }
 
@@ -124,7 +151,8 @@ func (s sample) plus(o sample) sample {
 		calls[c] += n
 	}
 	return sample{Ops: s.Ops + o.Ops, Elapsed: s.Elapsed + o.Elapsed, GoCPU: s.GoCPU + o.GoCPU,
-		RedisCPU: s.RedisCPU + o.RedisCPU, Scripts: s.Scripts + o.Scripts, Trips: s.Trips + o.Trips, TaskTrip: s.TaskTrip + o.TaskTrip, Calls: calls}
+		RedisCPU: s.RedisCPU + o.RedisCPU, Scripts: s.Scripts + o.Scripts, Trips: s.Trips + o.Trips, TaskTrip: s.TaskTrip + o.TaskTrip,
+		Allocs: s.Allocs + o.Allocs, Load: max(s.Load, o.Load), Calls: calls}
 }
 
 func (s sample) perSec() float64 { return float64(s.Ops) / s.Elapsed.Seconds() }
@@ -135,13 +163,16 @@ func (s sample) redisUS() float64 { return float64(s.RedisCPU.Microseconds()) / 
 
 func (s sample) scriptUS() float64 { return float64(s.Scripts.Microseconds()) / float64(s.Ops) }
 
+func (s sample) allocsPerOp() float64 { return float64(s.Allocs) / float64(s.Ops) }
+
 // mark is a point in time to measure a stretch from.
 type mark struct {
-	at    time.Time
-	cpu   time.Duration
-	trips int64
-	task  int64
-	srv   serverStats
+	at     time.Time
+	cpu    time.Duration
+	allocs uint64
+	trips  int64
+	task   int64
+	srv    serverStats
 }
 
 // meter takes marks of the Go process, a trip counter and the Redis server.
@@ -157,13 +188,13 @@ func (m meter) mark(ctx context.Context) (mark, error) {
 	}
 	// Client-side readings last, closest to the work that follows.
 	trips, task := m.trips.load()
-	return mark{at: time.Now(), cpu: processCPU(), trips: trips, task: task, srv: srv}, nil
+	return mark{at: time.Now(), cpu: processCPU(), allocs: heapAllocs(), trips: trips, task: task, srv: srv}, nil
 }
 
 // since closes a stretch begun at from: the client side is read at once, the
 // server after.
 func (m meter) since(ctx context.Context, from mark, ops int) (sample, error) {
-	at, cpu := time.Now(), processCPU()
+	at, cpu, allocs := time.Now(), processCPU(), heapAllocs()
 	trips, task := m.trips.load()
 	srv, err := m.env.stats(ctx)
 	if err != nil {
@@ -177,6 +208,8 @@ func (m meter) since(ctx context.Context, from mark, ops int) (sample, error) {
 		Scripts:  srv.scripts - from.srv.scripts,
 		Trips:    trips - from.trips,
 		TaskTrip: task - from.task,
+		Allocs:   allocs - from.allocs,
+		Load:     loadAvg(),
 		Calls:    srv.callsSince(from.srv),
 	}, nil
 }

@@ -70,15 +70,15 @@ func (b *bench) processChildren(ctx context.Context, kids []*child, side string,
 		return sample{}, err
 	}
 	started := 0
-	stopAll := func() (count, last, cpu, trips, task int64, err error) {
+	stopAll := func() (count, last, cpu, trips, task, allocs int64, err error) {
 		for _, k := range kids[:started] {
 			v, cerr := k.call("stop")
-			if cerr != nil || len(v) != 5 {
+			if cerr != nil || len(v) != 6 {
 				err = fmt.Errorf("stop: %v %v", v, cerr)
 				continue
 			}
 			count, last, cpu = count+v[0], max(last, v[1]), cpu+v[2]
-			trips, task = trips+v[3], task+v[4]
+			trips, task, allocs = trips+v[3], task+v[4], allocs+v[5]
 		}
 		return
 	}
@@ -107,7 +107,7 @@ func (b *bench) processChildren(ctx context.Context, kids []*child, side string,
 			total += v[0]
 		}
 	}
-	count, last, cpu, trips, task, err := stopAll()
+	count, last, cpu, trips, task, allocs, err := stopAll()
 	if err != nil {
 		return sample{}, err
 	}
@@ -120,7 +120,7 @@ func (b *bench) processChildren(ctx context.Context, kids []*child, side string,
 		return sample{}, err
 	}
 	s.Elapsed = time.Unix(0, last).Sub(from.at)
-	s.GoCPU, s.Trips, s.TaskTrip = time.Duration(cpu), trips, task
+	s.GoCPU, s.Trips, s.TaskTrip, s.Allocs = time.Duration(cpu), trips, task, uint64(allocs)
 	return s, nil
 }
 

@@ -26,14 +26,14 @@ type redisEnv struct {
 	srv     *redisproc.Server // nil for a given server
 }
 
-// startRedis launches redis-server on a free loopback port, without
-// persistence, as a child that dies with this process.
-func startRedis(ctx context.Context) (*redisEnv, error) {
+// startRedis launches redis-server on a free loopback port of ports,
+// without persistence, as a child that dies with this process.
+func startRedis(ctx context.Context, ports redisproc.Ports) (*redisEnv, error) {
 	dir, err := os.MkdirTemp("", "onceq-bench-")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := redisproc.Start(dir, "--appendonly", "no")
+	srv, err := redisproc.StartInRange(dir, ports, "--appendonly", "no")
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w (install redis-server, or pass -redis-url)", err)

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/onceq/onceq/internal/redisproc"
 )
 
 // run parses args, runs the benchmark and prints its report to stdout;
@@ -32,6 +34,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		dupG     = fs.String("dup-goroutines", "1,8", "goroutines for the duplicate-vs-insert cost")
 		phases   = fs.String("phases", "process,enqueue,duplicate,memory", "which parts to run")
 		verbose  = fs.Bool("v", true, "print a progress line per measurement to stderr")
+		mdPath   = fs.String("markdown", "", "also write the README's tables as Markdown to this file (- for stdout)")
+		from     = fs.String("from", "", "measure nothing: report a run saved with -json")
+		ports    = fs.String("ports", "", "loopback port range for the redis-server the bench starts, e.g. 7000-7099 (default: any free port)")
 	)
 	fs.IntVar(&cfg.N, "n", 20000, "tasks per processing measurement")
 	fs.IntVar(&cfg.Rounds, "rounds", 7, "paired rounds per comparison")
@@ -41,11 +46,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "use this Redis instead of starting one; it is never flushed, only the run's own keys are deleted")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process here (workers: <file>.worker0/1)")
 	fs.DurationVar(&cfg.SideTimeout, "side-timeout", 2*time.Minute, "fail a processing measurement that takes longer")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *from != "" {
+		rep, err := readReport(*from)
+		if err != nil {
+			return nil, err
+		}
+		return rep, rep.write(stdout, "", *mdPath)
+	}
+	if cfg.Ports, err = redisproc.ParsePorts(*ports); err != nil {
+		return nil, err
 	}
 	if *quick {
 		set := map[string]bool{}
@@ -59,7 +75,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 			cfg.Rounds = 3
 		}
 	}
-	var err error
 	for _, l := range []struct {
 		s   string
 		dst *[]int
@@ -110,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	if cfg.RedisURL != "" {
 		env, err = openRedis(ctx, cfg.RedisURL)
 	} else {
-		env, err = startRedis(ctx)
+		env, err = startRedis(ctx, cfg.Ports)
 	}
 	if err != nil {
 		return nil, err
@@ -149,17 +164,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	}
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	rep.compareAll()
-	rep.print(stdout)
-	if *jsonPath != "" {
-		out, err := json.MarshalIndent(rep, "", "  ")
+	return rep, rep.write(stdout, *jsonPath, *mdPath)
+}
+
+// write prints the report and saves it as JSON and Markdown where asked.
+func (r *Report) write(stdout io.Writer, jsonPath, mdPath string) error {
+	r.print(stdout)
+	if jsonPath != "" {
+		out, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := os.WriteFile(*jsonPath, append(out, '\n'), 0o644); err != nil {
-			return nil, err
+		if err := os.WriteFile(jsonPath, append(out, '\n'), 0o644); err != nil {
+			return err
 		}
 	}
-	return rep, nil
+	switch mdPath {
+	case "":
+	case "-":
+		fmt.Fprintln(stdout)
+		r.markdown(stdout)
+	default:
+		var b strings.Builder
+		r.markdown(&b)
+		if err := os.WriteFile(mdPath, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
 }
 
 func intList(s string) ([]int, error) {

@@ -41,6 +41,7 @@ type SideResult struct {
 	// ScriptUS is the part of it spent executing scripts (median): the rest
 	// is Redis's network and event-loop work, per round trip.
 	ScriptUS    float64 `json:"redis_script_us_per_op"`
+	AllocsPerOp float64 `json:"allocs_per_op"` // median; Go heap objects, all worker processes
 	Rounds      []Round `json:"rounds"`
 	trips, task int64
 	ops         int64
@@ -55,6 +56,8 @@ type Round struct {
 	TaskTrips  int64   `json:"task_path_round_trips,omitempty"`
 	GoCPUus    float64 `json:"go_cpu_us_per_op"`
 	RedisCPUus float64 `json:"redis_cpu_us_per_op"`
+	Allocs     float64 `json:"allocs_per_op"`
+	Load       float64 `json:"load_avg_1m"`
 }
 
 func (g *group) summarize() {
@@ -62,12 +65,13 @@ func (g *group) summarize() {
 	for _, side := range g.sides {
 		ss := g.samples[side]
 		r := SideResult{Side: side, CallsPerOp: map[string]float64{}}
-		var tput, us, gocpu, rcpu, script []float64
+		var tput, us, gocpu, rcpu, script, allocs []float64
 		calls := map[string]int64{}
 		for _, s := range ss {
 			tput = append(tput, s.perSec())
 			us = append(us, float64(s.Elapsed.Microseconds())/float64(s.Ops))
 			gocpu, rcpu, script = append(gocpu, s.goUS()), append(rcpu, s.redisUS()), append(script, s.scriptUS())
+			allocs = append(allocs, s.allocsPerOp())
 			r.trips += s.Trips
 			r.task += s.TaskTrip
 			r.ops += int64(s.Ops)
@@ -75,11 +79,11 @@ func (g *group) summarize() {
 				calls[c] += n
 			}
 			r.Rounds = append(r.Rounds, Round{Ops: s.Ops, ElapsedMS: float64(s.Elapsed.Microseconds()) / 1e3,
-				OpsPerSec: s.perSec(), Trips: s.Trips, TaskTrips: s.TaskTrip, GoCPUus: s.goUS(), RedisCPUus: s.redisUS()})
+				OpsPerSec: s.perSec(), Trips: s.Trips, TaskTrips: s.TaskTrip, GoCPUus: s.goUS(), RedisCPUus: s.redisUS(),
+				Allocs: s.allocsPerOp(), Load: s.Load})
 		}
 		r.OpsPerSec, r.USPerOp, r.GoCPUus, r.RedisCPUus = median(tput), median(us), median(gocpu), median(rcpu)
-		r.ScriptUS = median(script)
-		r.ScriptUS = median(script)
+		r.ScriptUS, r.AllocsPerOp = median(script), median(allocs)
 		if r.ops > 0 {
 			r.TripsPerOp = float64(r.trips) / float64(r.ops)
 			r.TaskPathTripsPerOp = float64(r.task) / float64(r.ops)
@@ -108,8 +112,12 @@ type Comparison struct {
 	Base  string `json:"base"`
 	// Kind "throughput": test ops/s over base ops/s (higher is better);
 	// "cost": test wall time per op over base's (lower is better).
-	Kind     string    `json:"kind"`
-	Median   float64   `json:"median"`
+	Kind   string  `json:"kind"`
+	Median float64 `json:"median"`
+	// Q1 and Q3 bound the middle half of the per-round ratios: their
+	// distance (the interquartile range) is how much a round can be trusted.
+	Q1       float64   `json:"q1"`
+	Q3       float64   `json:"q3"`
 	PerRound []float64 `json:"per_round"`
 	// AddedCPUus is the median per-round difference in Go+Redis CPU per op;
 	// AddedGoUS and AddedRedisUS split it.
@@ -137,20 +145,27 @@ func (g *group) compare(test, base, kind string) (Comparison, bool) {
 		added = append(added, t.goUS()+t.redisUS()-b.goUS()-b.redisUS())
 	}
 	c.Median, c.AddedCPUus = median(c.PerRound), median(added)
+	c.Q1, c.Q3 = quantile(c.PerRound, 0.25), quantile(c.PerRound, 0.75)
 	c.AddedGoUS, c.AddedRedisUS = median(addedGo), median(addedRedis)
 	return c, true
 }
 
-func median(v []float64) float64 {
+func median(v []float64) float64 { return quantile(v, 0.5) }
+
+// quantile interpolates linearly between the closest ranks (R-7, what
+// spreadsheets and numpy default to).
+func quantile(v []float64, q float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
+	pos := q * float64(len(s)-1)
+	lo := int(pos)
+	if lo+1 >= len(s) {
+		return s[lo]
 	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return s[lo] + (pos-float64(lo))*(s[lo+1]-s[lo])
 }
 
 // topCalls lists the commands of a side by calls per op, most first.

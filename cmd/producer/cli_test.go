@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/tasks"
 )
 
 // cli runs the producer as main does, with the given stdin.
@@ -49,12 +50,12 @@ func TestBatchRejectsBadLineAndEnqueuesNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	t.Setenv("ONCEQ_REDIS_URL", "redis://"+srv.Addr)
 	for name, line := range map[string]string{
-		"unknown type":   `{"type":"sms:send","payload":{}}`,
+		"unknown type":   `{"type":"fax:send","payload":{}}`,
 		"unknown field":  `{"type":"email:send","payload":{"to":"a@example.com","subject":"s","body":"b","cc":"x"}}`,
 		"wrong type":     `{"type":"payment:charge","payload":{"payment_id":"p","account":"a","amount":"12","currency":"EUR"}}`,
 		"malformed":      `{"type":"email:send","payload":{`,
 		"traversal":      `{"type":"scan:file","payload":{"path":"../../etc/passwd"}}`,
-		"brace in key":   `{"type":"email:send","payload":{"id":"a{b}","to":"a@example.com","subject":"s","body":"b"}}`,
+		"no source":      `{"type":"webhook:process","payload":{"event_id":"e","type":"t"}}`,
 		"trailing":       `{"type":"email:send","payload":{"to":"a@example.com","subject":"s","body":"b"}} {}`,
 		"header newline": `{"type":"email:send","payload":{"to":"a@example.com","subject":"s\r\nBcc: x@y","body":"b"}}`,
 	} {
@@ -92,15 +93,16 @@ func TestStatusAndSingleCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s jobStatus
+	var s tasks.JobStatus
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("status output %s: %v", out, err)
 	}
-	if !s.Processed || s.State != "done" || s.TaskState != "pending" || s.Queue != "critical" || s.CompletedAt == nil {
+	if !s.Processed || s.State != tasks.StatusDone || s.TaskState == nil || *s.TaskState != "pending" ||
+		s.Queue == nil || *s.Queue != "critical" || s.CompletedAt == nil {
 		t.Fatalf("status: %+v", s)
 	}
 	out, _ = cli(t, "", "payment", "--payment-id", "pmt-20260628-001", "--account", "acct-1", "--amount", "4200", "--currency", "EUR")
-	if !strings.Contains(out, "already processed: completed") || !strings.Contains(out, "ch_9") {
+	if !strings.Contains(out, "already processed: done") || !strings.Contains(out, "ch_9") {
 		t.Fatalf("repeat after processing: %s", out)
 	}
 	if _, err := cli(t, "", "email", "--to", "not-an-address", "--subject", "s", "--body", "b"); err == nil {

@@ -14,8 +14,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	if err != nil && err.Error() != "" {
 		fmt.Fprintln(os.Stderr, "producer:", err)
-		os.Exit(1)
 	}
+	stop()
+	os.Exit(exitCode(err))
 }

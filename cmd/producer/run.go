@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/config"
@@ -19,35 +15,189 @@ import (
 	"github.com/onceq/onceq/tasks"
 )
 
-const usage = `usage: producer COMMAND [flags]
+const usage = `usage: producer COMMAND [flags]     (producer COMMAND --help lists a command's flags)
 
 commands:
-  email    --to ADDR --subject S --body B [--id ID]     enqueue an email
-  scan     --path P [--mode malware|full] [--file-id F]  enqueue a file scan
-  payment  --payment-id ID --account A --amount MINOR --currency CUR
+  email    --to ADDR --subject S (--body B | --body-file PATH|-) [--id ID]
+  scan     --path P [--mode malware|full] [--file-id F]
+  payment  --payment-id ID --account A --amount MINOR --currency CUR [--description D]
+  enqueue  TYPE [JSON|-] [--key K]   any task type of the catalog, payload as JSON (- or none: stdin)
   batch    < jobs.jsonl   one {"type":..., "payload":{...}, "idempotency_key":...} per line
   status   KEY            did this job run? KEY is namespace/id (the task id)
   serve                   run the HTTP ingest API
+  version                 print the version (also --version)
+
+exit codes:
+  0 enqueued (batch: no line failed and none conflicted)   1 error
+  2 usage (unknown command or flag, bad arguments)          3 duplicate
+  4 throttled   5 conflict (the key was accepted before with other content)
 
 Configuration is ONCEQ_* environment variables; "producer --help" lists them.`
+
+// Exit codes; usage above and the README document them.
+const (
+	exitError     = 1
+	exitUsage     = 2
+	exitDuplicate = 3
+	exitThrottled = 4
+	exitConflict  = 5
+)
+
+// exitErr ends the process with code. An empty err means the message was
+// already printed (an outcome such as a duplicate).
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func (e *exitErr) Unwrap() error { return e.err }
+
+func usageErr(format string, a ...any) error {
+	return &exitErr{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// exitCode maps run's error to the process exit code.
+func exitCode(err error) int {
+	var e *exitErr
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return e.code
+	}
+	return exitError
+}
+
+// commands that enqueue: each parses its flags into a payload before
+// anything reads the environment or touches Redis.
+var enqueuers = map[string]func(args []string, stdin io.Reader, stdout io.Writer) (spec, error){
+	"email":   emailFlags,
+	"scan":    scanFlags,
+	"payment": paymentFlags,
+	"enqueue": enqueueArgs,
+}
+
+var commandNames = []string{"batch", "email", "enqueue", "payment", "scan", "serve", "status", "version"}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
-		return errors.New("no command")
+		return usageErr("no command")
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage+"\n\nEnvironment variables:")
 		return config.Usage(stdout, config.Producer{})
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, "producer", version())
+		return nil
 	case "serve":
 		return serve(ctx, args, stdout, stderr)
+	case "batch", "status":
+		return withProducer(ctx, cmd, args, stdin, stdout)
 	}
-	cfg, err := config.LoadProducer()
+	parse, ok := enqueuers[cmd]
+	if !ok {
+		return usageErr("unknown command %q; commands: %s (see producer --help)", cmd, strings.Join(commandNames, ", "))
+	}
+	sp, err := parse(args, stdin, stdout)
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	cfg, catalog, err := load()
+	if err != nil {
+		return err
+	}
+	j, err := catalog.Build(sp.typ, sp.payload, sp.key)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	return connected(ctx, cfg, func(p *tasks.Producer, _ redis.UniversalClient) error {
+		o, err := p.Enqueue(ctx, j)
+		if err != nil {
+			return err
+		}
+		printOutcome(stdout, o)
+		return outcomeErr(o)
+	})
+}
+
+// withProducer runs batch and status, whose arguments need no catalog to parse.
+func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
+	if slices.ContainsFunc(args, isHelp) {
+		fmt.Fprintln(stdout, commandHelp[cmd])
+		return nil
+	}
+	switch {
+	case cmd == "status" && len(args) != 1:
+		return usageErr("status takes one KEY (namespace/id)")
+	case cmd == "batch" && len(args) != 0:
+		return usageErr("batch takes no arguments; it reads JSON lines from stdin")
+	}
+	var key dedup.Key
+	if cmd == "status" {
+		var err error
+		if key, err = dedup.ParseKey(args[0]); err != nil {
+			return &exitErr{code: exitUsage, err: err}
+		}
+	}
+	cfg, catalog, err := load()
+	if err != nil {
+		return err
+	}
+	if cmd == "status" {
+		return connected(ctx, cfg, func(p *tasks.Producer, _ redis.UniversalClient) error {
+			return status(ctx, p, key, stdout)
+		})
+	}
+	jobs, err := readBatch(catalog, stdin)
+	if err != nil {
+		return err
+	}
+	return connected(ctx, cfg, func(p *tasks.Producer, _ redis.UniversalClient) error {
+		return batch(ctx, p, jobs, stdout)
+	})
+}
+
+var commandHelp = map[string]string{
+	"batch": "usage: producer batch < jobs.jsonl\n\nOne JSON object per line: {\"type\":\"email:send\",\"payload\":{...},\"idempotency_key\":\"...\"}.\n" +
+		"Blank lines and lines starting with # are skipped. Every line is checked before anything is\n" +
+		"enqueued; an error names its line. Exit 0 unless a line failed (1) or conflicted (5).",
+	"status": "usage: producer status KEY\n\nKEY is namespace/id, the task id printed by the enqueue commands.\n" +
+		"States: pending, scheduled, running, retry, done, failed, archived, unknown.",
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
+
+// load reads the configuration and builds the catalog under its windows.
+func load() (config.Producer, *tasks.Catalog, error) {
+	cfg, err := config.LoadProducer()
+	if err != nil {
+		return cfg, nil, err
+	}
+	catalog, err := newCatalog(cfg.Dedup)
+	return cfg, catalog, err
+}
+
+// newCatalog is the task catalog under the configured windows.
+func newCatalog(d config.Dedup) (*tasks.Catalog, error) {
+	return tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
+		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow})
+}
+
+// connected runs f with a Producer on the configured Redis.
+func connected(ctx context.Context, cfg config.Producer, f func(*tasks.Producer, redis.UniversalClient) error) error {
 	rdb, err := cfg.Redis.Client()
 	if err != nil {
 		return err
@@ -60,35 +210,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	p := tasks.NewProducer(rdb, store, tasks.ProducerOptions{UniqueWindow: cfg.UniqueWindow})
-
-	switch cmd {
-	case "email", "scan", "payment":
-		j, err := jobFromFlags(cmd, args)
-		if err != nil {
-			return err
-		}
-		o, err := p.Enqueue(ctx, j)
-		if err != nil {
-			return err
-		}
-		printOutcome(stdout, o)
-		return nil
-	case "batch":
-		return batch(ctx, p, stdin, stdout)
-	case "status":
-		if len(args) != 1 {
-			return errors.New("status takes one KEY (namespace/id)")
-		}
-		st, closeLedger, err := withLedger(ctx, cfg.Postgres, store)
-		if err != nil {
-			return err
-		}
-		defer closeLedger()
-		return status(ctx, rdb, st, args[0], stdout)
+	// Status reads consult the Postgres ledger, when there is one.
+	st, closeLedger, err := withLedger(ctx, cfg.Postgres, store)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	defer closeLedger()
+	return f(tasks.NewProducer(rdb, st, tasks.ProducerOptions{}), rdb)
 }
 
 func redisWhere(r config.Redis) string {
@@ -98,166 +226,15 @@ func redisWhere(r config.Redis) string {
 	return "127.0.0.1:6379, the default"
 }
 
-func jobFromFlags(cmd string, args []string) (tasks.Job, error) {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var j tasks.Job
-	var err error
-	switch cmd {
-	case "email":
-		var e tasks.Email
-		fs.StringVar(&e.To, "to", "", "recipient")
-		fs.StringVar(&e.Subject, "subject", "", "subject")
-		fs.StringVar(&e.Body, "body", "", "body")
-		fs.StringVar(&e.ID, "id", "", "business key (default: content hash)")
-		if err = fs.Parse(args); err == nil {
-			j, err = tasks.NewEmail(e)
-		}
-	case "scan":
-		var s tasks.Scan
-		fs.StringVar(&s.Path, "path", "", "file path under the worker's scan root")
-		fs.StringVar(&s.Mode, "mode", "malware", "malware or full")
-		fs.StringVar(&s.FileID, "file-id", "", "resource id for the 30 s window")
-		if err = fs.Parse(args); err == nil {
-			j, err = tasks.NewScan(s)
-		}
-	case "payment":
-		var p tasks.Payment
-		fs.StringVar(&p.PaymentID, "payment-id", "", "payment id (the idempotency key)")
-		fs.StringVar(&p.Account, "account", "", "account")
-		fs.Int64Var(&p.Amount, "amount", 0, "amount in minor units (cents)")
-		fs.StringVar(&p.Currency, "currency", "", "ISO 4217 currency, e.g. EUR")
-		fs.StringVar(&p.Description, "description", "", "description")
-		if err = fs.Parse(args); err == nil {
-			j, err = tasks.NewPayment(p)
-		}
-	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if err != nil {
-		return tasks.Job{}, fmt.Errorf("%s: %w", cmd, err)
-	}
-	return j, nil
-}
-
-func printOutcome(w io.Writer, o tasks.Outcome) {
+// outcomeErr is the exit status of one enqueue.
+func outcomeErr(o tasks.Outcome) error {
 	switch o.Decision {
-	case tasks.Enqueued:
-		fmt.Fprintf(w, "enqueued %s as task %s on queue %s\n", o.Key, o.TaskID, o.Queue)
 	case tasks.Duplicate:
-		fmt.Fprintf(w, "duplicate of %s: %s", o.TaskID, o.Reason)
-		if o.RetryAfter > 0 {
-			fmt.Fprintf(w, " (accepted again in %s)", o.RetryAfter.Round(time.Second))
-		}
-		if len(o.Result) > 0 {
-			fmt.Fprintf(w, "; result %s", o.Result)
-		}
-		fmt.Fprintln(w)
+		return &exitErr{code: exitDuplicate}
 	case tasks.Throttled:
-		fmt.Fprintf(w, "throttled %s: %s; retry in %s\n", o.Key, o.Reason, o.RetryAfter.Round(time.Second))
-	}
-}
-
-// batchLine is one job of a batch file.
-type batchLine struct {
-	Type           string          `json:"type"`
-	Payload        json.RawMessage `json:"payload"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-}
-
-func batch(ctx context.Context, p *tasks.Producer, in io.Reader, out io.Writer) error {
-	var jobs []tasks.Job
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		var bl batchLine
-		if err := tasks.Decode([]byte(line), &bl); err != nil {
-			return fmt.Errorf("batch line %d: %w", n, err)
-		}
-		j, err := tasks.JobFor(bl.Type, bl.Payload, bl.IdempotencyKey)
-		if err != nil {
-			return fmt.Errorf("batch line %d: %w", n, err)
-		}
-		jobs = append(jobs, j)
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("batch: %w", err)
-	}
-	// Every line is valid before anything is enqueued: a bad file enqueues nothing.
-	r := p.EnqueueBatch(ctx, jobs)
-	for i, o := range r.Outcomes {
-		if r.Errors[i] != nil {
-			fmt.Fprintf(out, "error %s: %v\n", jobs[i].Key, r.Errors[i])
-			continue
-		}
-		printOutcome(out, o)
-	}
-	fmt.Fprintf(out, "batch: %d enqueued, %d blocked, %d failed\n", r.Enqueued, r.Blocked, r.Failed)
-	if r.Failed > 0 {
-		return fmt.Errorf("batch: %d jobs failed", r.Failed)
+		return &exitErr{code: exitThrottled}
+	case tasks.Conflict:
+		return &exitErr{code: exitConflict}
 	}
 	return nil
-}
-
-// jobStatus is what `status` prints: the idempotency record and the asynq task.
-type jobStatus struct {
-	Key         string     `json:"key"`
-	Processed   bool       `json:"processed"`
-	State       string     `json:"state"`
-	Attempts    int        `json:"attempts,omitempty"`
-	Result      any        `json:"result,omitempty"`
-	Error       string     `json:"error,omitempty"`
-	FirstSeen   *time.Time `json:"first_seen,omitempty"`
-	CompletedAt *time.Time `json:"completed_at,omitempty"`
-	TaskState   string     `json:"task_state,omitempty"`
-	Queue       string     `json:"queue,omitempty"`
-}
-
-func status(ctx context.Context, rdb redis.UniversalClient, store dedup.Store, arg string, out io.Writer) error {
-	k, err := dedup.ParseKey(arg)
-	if err != nil {
-		return err
-	}
-	rec, err := store.Status(ctx, k)
-	if err != nil {
-		return err
-	}
-	s := jobStatus{Key: k.String(), State: string(rec.State), Attempts: rec.Attempts, Error: rec.Error,
-		Processed: rec.State == dedup.StateDone}
-	if len(rec.Result) > 0 {
-		s.Result = json.RawMessage(rec.Result)
-		if !json.Valid(rec.Result) {
-			s.Result = string(rec.Result)
-		}
-	}
-	if !rec.FirstSeen.IsZero() {
-		s.FirstSeen = &rec.FirstSeen
-	}
-	if !rec.CompletedAt.IsZero() {
-		s.CompletedAt = &rec.CompletedAt
-	}
-	insp := asynq.NewInspectorFromRedisClient(rdb)
-	if queues, err := insp.Queues(); err == nil {
-		for _, q := range queues {
-			if info, err := insp.GetTaskInfo(q, k.String()); err == nil {
-				s.TaskState, s.Queue = info.State.String(), q
-				break
-			}
-		}
-	}
-	// Not run yet: the task's own state says more than "absent".
-	if rec.State == dedup.StateAbsent {
-		s.State = "unknown"
-		if s.TaskState != "" {
-			s.State = s.TaskState
-		}
-	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
 }

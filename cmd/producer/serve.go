@@ -82,15 +82,21 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	reads, closeLedger, err := withLedger(ctx, cfg.Postgres, replays)
+	reads, closeLedger, err := withLedger(ctx, cfg.Postgres, jobs)
 	if err != nil {
 		return err
 	}
 	defer closeLedger()
-	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), UniqueWindow: cfg.UniqueWindow})
+	catalog, err := newCatalog(cfg.Dedup)
+	if err != nil {
+		return err
+	}
+	producer := tasks.NewProducer(rdb, reads, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	opts := api.Options{
 		Producer:         producer,
-		Store:            reads,
+		Catalog:          catalog,
+		WebhookIDFields:  cfg.WebhookIDFields,
+		Store:            replays,
 		Redis:            rdb,
 		WebhookSecrets:   cfg.WebhookSecrets,
 		WebhookTolerance: cfg.WebhookTolerance,

@@ -182,17 +182,41 @@ func TestServe(t *testing.T) {
 		t.Fatalf("job: %d %s", code, body)
 	}
 
+	// Producer-side refusals are logged and counted like the worker's decisions.
+	for _, c := range []struct {
+		body string
+		code int
+	}{
+		{payment, 200}, // the same payment without the replay key: a duplicate
+		{`{"payment_id":"pmt-serve-1","account":"acct-x","amount":9900,"currency":"EUR"}`, 422}, // conflict
+		{`{"payment_id":"pmt-serve-2","account":"acct-s","amount":2500,"currency":"EUR"}`, 429}, // throttled
+	} {
+		if code, _, body := call("POST", "/v1/payments", c.body, auth("tok-one-0123456789", nil)); code != c.code {
+			t.Fatalf("payment %s: %d %s, want %d", c.body, code, body, c.code)
+		}
+	}
+	for _, want := range []string{`"outcome":"conflict"`, `"outcome":"throttled"`, `"outcome":"duplicate"`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("no decision logged with %s", want)
+		}
+	}
+
 	code, _, metrics := call("GET", "/metrics", "", auth("tok-one-0123456789", nil))
 	if code != 200 {
 		t.Fatalf("/metrics %d", code)
 	}
 	for _, want := range []string{
+		// shop's and bob's payments; bob's reuse of shop's payment id and
+		// shop's resend without a replay key.
 		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="enqueued",side="producer"} 2`,
+		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="duplicate",side="producer"} 2`,
+		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="conflict",side="producer"} 1`,
+		`onceq_dedup_decisions_total{namespace="payment:charge",outcome="throttled",side="producer"} 1`,
 		`onceq_dedup_decisions_total{namespace="http",outcome="duplicate",side="api"} 1`,
 		`onceq_dedup_decisions_total{namespace="http",outcome="claimed",side="api"} 4`,
 	} {
 		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %s", want)
+			t.Errorf("metrics lack %s in\n%s", want, grepLines(metrics, "onceq_dedup_decisions_total"))
 		}
 	}
 
@@ -211,4 +235,14 @@ func TestServe(t *testing.T) {
 	if !strings.Contains(stderr.String(), "stopped") {
 		t.Errorf("no stop logged:\n%s", stderr.String())
 	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

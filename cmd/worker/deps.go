@@ -11,14 +11,22 @@ import (
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq/tasks/smtp"
+	"github.com/onceq/onceq/tasks/stripe"
 )
 
-// buildDeps wires the handlers' downstreams from config. Without a payment
-// gateway URL it serves the built-in ledger on a loopback port.
+// buildDeps wires the handlers' downstreams from config: mail through SMTP
+// or the file outbox; payments through Stripe, a generic HTTP gateway, or,
+// with neither configured, the built-in ledger served on a loopback port.
 func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.Deps, func(), error) {
-	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, Log: log}
+	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, OutboxDir: cfg.OutboxDir, Log: log}
+	closeFn := func() {}
 	if cfg.SMTPAddr != "" {
-		d.Mailer = tasks.SMTPMailer{Addr: cfg.SMTPAddr, User: cfg.SMTPUser, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}
+		m, err := smtp.New(smtp.Options{Addr: cfg.SMTPAddr, User: cfg.SMTPUser, Password: cfg.SMTPPassword, From: cfg.SMTPFrom})
+		if err != nil {
+			return d, nil, err
+		}
+		d.Mailer = m
 	} else {
 		d.Mailer = tasks.OutboxMailer{Dir: cfg.OutboxDir}
 		log.Info("no SMTP server configured: emails go to the outbox", zap.String("dir", cfg.OutboxDir))
@@ -31,21 +39,29 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.De
 		}
 		d.Scanner.Signatures = sigs
 	}
-	closeFn := func() {}
-	gw := &tasks.GatewayClient{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
-	if cfg.GatewayURL == "" {
+	switch {
+	case cfg.StripeKey != "":
+		g, err := stripe.New(stripe.Options{Key: cfg.StripeKey, URL: cfg.StripeURL, Log: log.Named("stripe")})
+		if err != nil {
+			return d, nil, err
+		}
+		d.Gateway = g
+		log.Info("payments go to Stripe")
+	case cfg.GatewayURL != "":
+		d.Gateway = &tasks.GatewayClient{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	default:
 		srv, err := admin.Listen("127.0.0.1:0", &tasks.Ledger{})
 		if err != nil {
 			return d, nil, fmt.Errorf("built-in ledger gateway: %w", err)
 		}
-		gw.URL = "http://" + srv.Addr()
-		log.Info("no payment gateway configured: charging the built-in ledger", zap.String("url", gw.URL))
+		url := "http://" + srv.Addr()
+		d.Gateway = &tasks.GatewayClient{URL: url, HTTP: &http.Client{Timeout: 30 * time.Second}}
+		log.Info("no payment gateway configured: charging the built-in ledger", zap.String("url", url))
 		closeFn = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			srv.Shutdown(ctx)
 		}
 	}
-	d.Gateway = gw
 	return d, closeFn, nil
 }

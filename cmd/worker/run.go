@@ -72,13 +72,17 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
+	catalog, err := newCatalog(cfg.Dedup)
+	if err != nil {
+		return err
+	}
 	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{
-		Lease: cfg.Lease, Types: tasks.TypeOptions(), Observer: metrics.Observer(log, "worker"),
+		Lease: cfg.Lease, Types: catalog.TypeOptions(), Observer: metrics.Observer(log, "worker"),
 	})
 	if err != nil {
 		return err
 	}
-	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer"), Brief: true, UniqueWindow: cfg.UniqueWindow})
+	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	deps, closeDeps, err := buildDeps(cfg, log, producer)
 	if err != nil {
 		mw.Shutdown(ctx)
@@ -104,8 +108,8 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		LogLevel:        asynqLevel(cfg.Log.Level),
 	})
 	mux := asynq.NewServeMux()
-	mux.Use(mw.Wrap, metrics.HandlerDuration)
-	tasks.Register(mux, deps)
+	mux.Use(mw.Wrap, metrics.HandlerDuration, observe.TaskLog(log.Named("task"), cfg.TaskLog))
+	catalog.Register(mux, deps)
 	if err := srv.Start(mux); err != nil {
 		mw.Shutdown(ctx)
 		return fmt.Errorf("start asynq server: %w", err)
@@ -152,6 +156,12 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newCatalog is the task catalog under the configured windows.
+func newCatalog(d config.Dedup) (*tasks.Catalog, error) {
+	return tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
+		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow})
 }
 
 func asynqLevel(l string) asynq.LogLevel {

@@ -149,7 +149,7 @@ func TestSameEmailTwiceOneSend(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
 	cfg := baseEnv(t, srv.Addr)
-	startWorker(t, cfg)
+	w := startWorker(t, cfg)
 
 	j, err := tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hello"})
 	if err != nil {
@@ -174,6 +174,11 @@ func TestSameEmailTwiceOneSend(t *testing.T) {
 	}
 	if r, _ := e.store.Status(context.Background(), j.Key); r.Attempts != 1 {
 		t.Fatalf("attempts %d, want 1", r.Attempts)
+	}
+	// One info line for the run; the duplicate never ran and is a decision.
+	if n := strings.Count(w.logs.String(), `"msg":"task finished"`); n != 1 ||
+		!strings.Contains(w.logs.String(), `"key":"`+j.Key.String()+`","outcome":"ok","attempt":1`) {
+		t.Fatalf("%d task lines, want 1 for %s:\n%s", n, j.Key, w.logs)
 	}
 }
 
@@ -221,8 +226,8 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 
 	// The seed: the same payment id again is refused as already processed.
 	again, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || again.Decision != tasks.Duplicate || again.State != "completed" ||
-		!strings.Contains(again.Reason, "already processed: completed") || !bytes.Equal(again.Result, rec.Result) {
+	if err != nil || again.Decision != tasks.Duplicate || again.State != tasks.StatusDone ||
+		!strings.Contains(again.Reason, "already processed: done") || !bytes.Equal(again.Result, rec.Result) {
 		t.Fatalf("second enqueue: %+v %v", again, err)
 	}
 }

@@ -6,11 +6,13 @@ package redisproc
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +35,35 @@ type Server struct {
 // (later ones win, e.g. "--appendonly", "yes"). It returns once the server
 // answers PING.
 func Start(dir string, args ...string) (*Server, error) {
+	return StartInRange(dir, Ports{}, args...)
+}
+
+// Ports is an inclusive range of loopback ports to pick from; the zero
+// value lets the kernel choose.
+type Ports struct{ Lo, Hi int }
+
+// ParsePorts reads "lo-hi" (or one port); "" is the zero Ports.
+func ParsePorts(s string) (Ports, error) {
+	if s == "" {
+		return Ports{}, nil
+	}
+	lo, hi, found := strings.Cut(s, "-")
+	if !found {
+		hi = lo
+	}
+	var p Ports
+	var err1, err2 error
+	p.Lo, err1 = strconv.Atoi(strings.TrimSpace(lo))
+	p.Hi, err2 = strconv.Atoi(strings.TrimSpace(hi))
+	if err1 != nil || err2 != nil || p.Lo < 1 || p.Hi > 65535 || p.Lo > p.Hi {
+		return Ports{}, fmt.Errorf("port range %q: want lo-hi within 1-65535", s)
+	}
+	return p, nil
+}
+
+// StartInRange is Start on a free port of ports, for machines where only
+// some ports may be used.
+func StartInRange(dir string, ports Ports, args ...string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, fmt.Errorf("no redis-server on PATH")
 	}
@@ -40,7 +71,7 @@ func Start(dir string, args ...string) (*Server, error) {
 	var err error
 	for range 5 { // the probed port may be taken before redis binds it
 		var port int
-		if port, err = FreePort(); err != nil {
+		if port, err = ports.free(); err != nil {
 			continue
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -105,6 +136,25 @@ func (s *Server) Stop() {
 	s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
+}
+
+// free returns a port of the range that was free a moment ago, starting
+// the probe at a random one so concurrent runs spread out.
+func (p Ports) free() (int, error) {
+	if p == (Ports{}) {
+		return FreePort()
+	}
+	n := p.Hi - p.Lo + 1
+	start := rand.IntN(n)
+	for i := range n {
+		port := p.Lo + (start+i)%n
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port in %d-%d", p.Lo, p.Hi)
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

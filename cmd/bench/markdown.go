@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// markdown writes the README's performance tables from a report, so the
+// README is regenerated, never retyped:
+//
+//	go run ./cmd/bench -json bench.json -markdown bench.md
+//	go run ./cmd/bench -from bench.json -markdown -     # again from the saved run
+func (r *Report) markdown(w io.Writer) {
+	s := r.Settings
+	fmt.Fprintf(w, "`%s`: %s, %d CPUs, %s, Redis %s, %d paired rounds of N = %d, load average %s.\n\n",
+		r.Command, r.Platform, r.CPUs, r.Go, r.Redis, s.Rounds, s.N, r.Load)
+	fmt.Fprintln(w, "| measure | bare asynq | onceq | onceq / asynq: median (IQR) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	ratio := func(g, test, base string) string {
+		c, ok := r.comparison(g, test, base)
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf("%.2f (%.2f–%.2f)", c.Median, c.Q1, c.Q3)
+	}
+	for g := range r.groupsNamed("process ") {
+		b, _ := g.result(sideBare)
+		o, _ := g.result(sideOnceq)
+		c, _ := r.comparison(g.Name, sideOnceq, sideBare)
+		name := strings.TrimPrefix(g.Name, "process ")
+		fmt.Fprintf(w, "| processing, %s (tasks/s) | %s | %s | %s |\n", name, thousands(b.OpsPerSec), thousands(o.OpsPerSec), ratio(g.Name, sideOnceq, sideBare))
+		fmt.Fprintf(w, "| CPU per task, %s: Go + Redis (µs) | %.0f + %.0f | %.0f + %.0f | +%.0f + %.0f |\n", name,
+			b.GoCPUus, b.RedisCPUus, o.GoCPUus, o.RedisCPUus, c.AddedGoUS, c.AddedRedisUS)
+		fmt.Fprintf(w, "| round trips per task (task path), allocations per task, %s | %.2f, %.0f | %.2f, %.0f | |\n", name,
+			b.TaskPathTripsPerOp, b.AllocsPerOp, o.TaskPathTripsPerOp, o.AllocsPerOp)
+	}
+	for g := range r.groupsNamed("enqueue") {
+		p, _ := g.result(enqPlain)
+		d, _ := g.result(enqDefault)
+		fmt.Fprintf(w, "| enqueue, default policy, g=%d (enqueues/s) | %s | %s | %s |\n", g.Goroutines,
+			thousands(p.OpsPerSec), thousands(d.OpsPerSec), ratio(g.Name, enqDefault, enqPlain))
+	}
+	for g := range r.groupsNamed("duplicate") {
+		f, _ := g.result(dupFirst)
+		d, _ := g.result(dupRepeat)
+		fmt.Fprintf(w, "| %s: first insert vs rejected duplicate (µs per op; cost ratio) | %.0f | %.0f | %s |\n",
+			g.Name, f.USPerOp, d.USPerOp, ratio(g.Name, dupRepeat, dupFirst))
+	}
+	if m := r.Memory; m != nil {
+		fmt.Fprintf(w, "| Redis memory per completed job kept for the window (B) | %.0f | %.0f | |\n", m.PlainTaskBytes, m.PerJob())
+	}
+
+	fmt.Fprintln(w, "\n| target (issue 11) | want | got | |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for _, t := range r.Targets {
+		got := fmt.Sprintf("%.2f", t.Got)
+		if t.Detail != "" {
+			got += " (" + t.Detail + ")"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Want, got, t.verdict())
+	}
+	if note := r.trustNote(); note != "" {
+		fmt.Fprintf(w, "\nNot a final run: %s.\n", note)
+	}
+}
+
+// thousands formats n as an integer with comma separators.
+func thousands(n float64) string {
+	s := fmt.Sprintf("%.0f", n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/tasks"
+)
+
+// batchLine is one job of a batch file: the same type, payload and
+// Idempotency-Key the HTTP API takes, built by the same catalog.
+type batchLine struct {
+	Type           string          `json:"type"`
+	Payload        json.RawMessage `json:"payload"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// readBatch checks every line before anything is enqueued: a bad file
+// enqueues nothing, and the error names its line.
+func readBatch(c *tasks.Catalog, in io.Reader) ([]tasks.Job, error) {
+	var jobs []tasks.Job
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 2<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		var bl batchLine
+		if err := tasks.Decode([]byte(line), &bl); err != nil {
+			return nil, fmt.Errorf("batch line %d: %w", n, err)
+		}
+		j, err := c.Build(bl.Type, bl.Payload, bl.IdempotencyKey)
+		if err != nil {
+			return nil, fmt.Errorf("batch line %d: %w", n, err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("batch line %d: %w", n+1, err)
+	}
+	return jobs, nil
+}
+
+func batch(ctx context.Context, p *tasks.Producer, jobs []tasks.Job, out io.Writer) error {
+	r := p.EnqueueBatch(ctx, jobs)
+	for i, o := range r.Outcomes {
+		if r.Errors[i] != nil {
+			fmt.Fprintf(out, "error %s: %v\n", jobs[i].Key, r.Errors[i])
+			continue
+		}
+		printOutcome(out, o)
+	}
+	fmt.Fprintf(out, "batch: %d enqueued, %d blocked, %d failed, %d conflicts\n", r.Enqueued, r.Blocked, r.Failed, r.Conflict)
+	switch {
+	case r.Failed > 0:
+		return fmt.Errorf("batch: %d jobs failed", r.Failed)
+	case r.Conflict > 0:
+		return &exitErr{code: exitConflict, err: fmt.Errorf("batch: %d jobs conflict with jobs accepted before", r.Conflict)}
+	}
+	return nil
+}
+
+func printOutcome(w io.Writer, o tasks.Outcome) {
+	switch o.Decision {
+	case tasks.Enqueued:
+		fmt.Fprintf(w, "enqueued %s as task %s on queue %s\n", o.Key, o.TaskID, o.Queue)
+	case tasks.Duplicate:
+		fmt.Fprintf(w, "duplicate of %s: %s", o.TaskID, o.Reason)
+		if o.RetryAfter > 0 {
+			fmt.Fprintf(w, " (accepted again in %s)", o.RetryAfter.Round(time.Second))
+		}
+		if len(o.Result) > 0 {
+			fmt.Fprintf(w, "; result %s", o.Result)
+		}
+		fmt.Fprintln(w)
+	case tasks.Conflict:
+		fmt.Fprintf(w, "conflict %s: %s\n", o.Key, o.Reason)
+	case tasks.Throttled:
+		fmt.Fprintf(w, "throttled %s: %s; retry in %s\n", o.Key, o.Reason, o.RetryAfter.Round(time.Second))
+	}
+}
+
+// status prints the one status model, as GET /v1/jobs does.
+func status(ctx context.Context, p *tasks.Producer, k dedup.Key, out io.Writer) error {
+	st, err := p.Status(ctx, k)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(st)
+}

@@ -1,0 +1,62 @@
+// Package linearize checks that onceq's idempotency record behaves like one
+// atomic object: it records every Claim, Extend, Complete, Release and
+// Status that concurrent clients make on a dedup.Store, with call and return
+// times and outcomes (History, Client), and asks porcupine whether some
+// order of them, each taking effect between its call and its return, obeys a
+// sequential specification of the record (Model, Check).
+//
+// # The specification
+//
+// One record per key (porcupine checks keys separately): absent, running
+// (owner, fencing token, lease), done (result) or failed (cause), with the
+// rules of dedup/doc.go and the Lua scripts: a fingerprint mismatch wins,
+// then done answers Duplicate, a live lease InProgress with its owner and
+// end, anything else is acquired with attempt+1 and a token above every
+// earlier one and at or above Redis's clock in µs; Extend, Complete and
+// Release succeed exactly for the current token, whatever the lease; Status
+// reports state, fingerprint, attempts, token, owner, result, cause and
+// lease end. Rules.Reentrant adds the re-entrant claim of one delivery.
+//
+// # Unknown outcomes
+//
+// A call that timed out or lost its connection may or may not have run, at
+// any moment after its call: it is recorded with an infinite return and the
+// model lets it be a no-op or take effect. What nobody saw stays a range: a
+// lost claim's token is "some token above the last one", which no client
+// holds, and its lease ends somewhere in [call+lease, ∞); a later read or
+// InProgress pins them down.
+//
+// # Time
+//
+// Leases make the record depend on Redis's clock. The model includes that
+// clock instead of assuming leases never end: a script runs at some Redis
+// time within its call and return, and the histories are timed on the same
+// host's wall clock that Redis's TIME reads (Slack covers units and
+// reading order). An acquired claim states the exact time it ran
+// (lease end - lease), so a takeover is legal only if the old lease could
+// have ended by then; InProgress is legal only if the lease could still
+// run during the call. Record TTLs (lease + FailedTTL, DoneTTL) are not
+// modelled: the harness keeps them at hours, far beyond a history, so a
+// record never expires mid-history. Forget and the producer windows are
+// outside the model.
+//
+// # When it fails
+//
+// Check returns porcupine's verdict and, for a violation, a minimal history
+// of one key (Result.Report, one line per operation) and the interactive
+// HTML view of the whole and the minimal history (Result.WriteHTML).
+//
+// The package's tests run histories against a real redis-server with AOF,
+// clients behind a proxy that cuts and delays their connections, Redis
+// killed and restarted mid-history, and clients paused past their lease; and
+// they run a deliberately broken store through the same harness to show the
+// check fails when it should. Longer runs, and clients that retry as
+// go-redis does by default (a retried script is a second operation inside
+// one call, so expect violations):
+//
+//	go test -count=1 -run TestRedisStore ./internal/linearize/ -args -histories=50 -history=10s
+//	go test -count=1 -run TestRedisStore ./internal/linearize/ -args -client-retries=3
+//
+// claim.pml is the claim protocol in Promela; TestSpinModel has spin check
+// that no two completions are accepted and that the job is eventually done.
+package linearize

@@ -1,0 +1,317 @@
+package linearize
+
+import (
+	"math"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// Never is the return time, in ms, of an operation whose outcome is unknown,
+// and the open upper end of a lease nobody has seen.
+const Never = math.MaxInt64
+
+// Slack is how far, in ms, Redis's clock may stray from the recording
+// process's clock across one operation: both read the same host clock, but at
+// slightly different moments and in different units.
+const Slack = 2
+
+// Kind names an operation on the record.
+type Kind uint8
+
+const (
+	Claim Kind = iota + 1
+	Extend
+	Complete
+	Release
+	Status
+)
+
+func (k Kind) String() string {
+	return [...]string{"?", "claim", "extend", "complete", "release", "status"}[k]
+}
+
+// Input is one operation as called: its kind, key and arguments, and the
+// caller's clock at the call.
+type Input struct {
+	Kind        Kind
+	Key         string
+	Fingerprint string // Claim
+	LeaseMs     int64  // Claim, Extend
+	Owner       string // Claim: the store's owner name
+	Delivery    string // Claim: the delivery identity (see Rules.Reentrant)
+	Token       int64  // Extend, Complete, Release
+	Value       string // Complete: the result; Release: the cause
+	CallMs      int64
+}
+
+// Output is what an operation returned, and the caller's clock at the return.
+// Unknown outcomes (timeouts, lost replies, Redis gone) have Unknown set and
+// RetMs Never: the operation may or may not have taken effect.
+type Output struct {
+	Unknown bool
+	RetMs   int64
+
+	// Claim
+	Outcome     dedup.ClaimOutcome
+	Token       int64
+	Attempt     int
+	LeaseUntil  int64 // ms; also Status
+	Owner       string
+	Result      string
+	Fingerprint string
+
+	// Extend, Complete, Release: the token was not current.
+	LeaseLost bool
+
+	// Status
+	Record Snapshot
+}
+
+// Snapshot is the part of a dedup.Record the model predicts.
+type Snapshot struct {
+	State       dedup.State
+	Fingerprint string
+	Attempts    int
+	Token       int64
+	Owner       string
+	Result      string
+	Error       string
+	LeaseUntil  int64 // ms, 0 when the record has no lease
+}
+
+// Rules switch parts of the sequential specification.
+type Rules struct {
+	// Reentrant: a Claim from the delivery that holds the running record
+	// takes it again at once with a fresh token, whatever its lease; other
+	// deliveries still see InProgress. The re-take's Attempt may be the held
+	// one's or one more. Off until the store implements it.
+	Reentrant bool
+}
+
+// state is one idempotency record as the sequential specification sees it.
+// Values the history cannot pin down are ranges: a token set by a claim whose
+// reply was lost is 0 (unknown, above floor), a lease nobody read is
+// [luLo, luHi].
+type state struct {
+	st         dedup.State
+	fp         string
+	att        int
+	tok, floor int64 // floor: every later token must exceed it
+	owner, dlv string
+	result     string
+	cause      string
+	luLo, luHi int64
+}
+
+var absent = state{st: dedup.StateAbsent}
+
+// Model returns the sequential specification of one idempotency record per
+// key, as porcupine wants it.
+func Model(r Rules) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: byKey,
+		Init:      func() []any { return []any{absent} },
+		Step: func(s, in, out any) []any {
+			return r.step(s.(state), in.(Input), out.(Output))
+		},
+		Equal:             func(a, b any) bool { return a.(state) == b.(state) },
+		DescribeOperation: func(in, out any) string { return describe(in.(Input), out.(Output)) },
+		DescribeState:     func(s any) string { return s.(state).String() },
+	}
+	return nm.ToModel()
+}
+
+func byKey(ops []porcupine.Operation) [][]porcupine.Operation {
+	idx := map[string]int{}
+	var parts [][]porcupine.Operation
+	for _, op := range ops {
+		k := op.Input.(Input).Key
+		i, ok := idx[k]
+		if !ok {
+			i = len(parts)
+			idx[k] = i
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], op)
+	}
+	return parts
+}
+
+// step returns every state the record may be in after the operation, or
+// none if the output is impossible from s. An unknown outcome is the
+// operation either not applied or applied with whatever result.
+func (r Rules) step(s state, in Input, out Output) []any {
+	if out.Unknown {
+		next := []any{s}
+		if a, ok := r.applyUnknown(s, in); ok {
+			next = append(next, a)
+			if in.Kind == Claim && r.reenters(s, in) {
+				a.att = s.att // a re-take may keep the attempt number
+				next = append(next, a)
+			}
+		}
+		return next
+	}
+	var n state
+	var ok bool
+	switch in.Kind {
+	case Claim:
+		n, ok = r.claim(s, in, out)
+	case Extend:
+		n, ok = fenced(s, in, out, func(n state) state {
+			return n.extended(in.CallMs-Slack+in.LeaseMs, out.RetMs+Slack+in.LeaseMs)
+		})
+	case Complete:
+		n, ok = fenced(s, in, out, func(n state) state { return n.done(in.Value) })
+	case Release:
+		n, ok = fenced(s, in, out, func(n state) state { return n.failed(in.Value) })
+	case Status:
+		n, ok = status(s, out.Record)
+	}
+	if !ok {
+		return nil
+	}
+	return []any{n}
+}
+
+// holds reports whether token is the record's current one. A token set by a
+// claim whose reply was lost is held by nobody.
+func (s state) holds(token int64) bool {
+	return s.st == dedup.StateRunning && s.tok != 0 && s.tok == token
+}
+
+// fenced is Extend, Complete and Release: applied for the current token,
+// ErrLeaseLost and nothing written for any other.
+func fenced(s state, in Input, out Output, apply func(state) state) (state, bool) {
+	if !s.holds(in.Token) {
+		return s, out.LeaseLost
+	}
+	if out.LeaseLost {
+		return s, false
+	}
+	return apply(s), true
+}
+
+// The writes of extend.lua, complete.lua and release.lua.
+func (s state) extended(lo, hi int64) state { s.luLo, s.luHi = lo, hi; return s }
+
+func (s state) done(result string) state {
+	s.st, s.result, s.cause, s.luLo, s.luHi = dedup.StateDone, result, "", 0, 0
+	return s
+}
+
+func (s state) failed(cause string) state {
+	s.st, s.cause, s.luLo, s.luHi = dedup.StateFailed, cause, 0, 0
+	return s
+}
+
+// mismatch is the first check of claim.lua: an existing record claimed with
+// another non-empty fingerprint.
+func (s state) mismatch(fp string) bool {
+	return s.st != dedup.StateAbsent && fp != "" && s.fp != "" && s.fp != fp
+}
+
+func (r Rules) claim(s state, in Input, out Output) (state, bool) {
+	switch {
+	case s.mismatch(in.Fingerprint):
+		return s, out.Outcome == dedup.Mismatch && out.Fingerprint == s.fp
+	case s.st == dedup.StateDone:
+		return s, out.Outcome == dedup.Duplicate && out.Result == s.result
+	}
+	if out.Outcome == dedup.InProgress {
+		// Live at Redis's "now", which lies within the call.
+		if s.st != dedup.StateRunning || r.reenters(s, in) || out.Owner != s.owner ||
+			out.LeaseUntil < s.luLo || out.LeaseUntil > s.luHi || out.LeaseUntil <= in.CallMs-Slack {
+			return s, false
+		}
+		s.luLo, s.luHi = out.LeaseUntil, out.LeaseUntil
+		return s, true
+	}
+	if out.Outcome != dedup.Acquired {
+		return s, false
+	}
+	now := out.LeaseUntil - in.LeaseMs // Redis's clock when it granted the lease
+	if now < in.CallMs-Slack || now > out.RetMs+Slack || out.Token <= s.floor || out.Token < (in.CallMs-Slack)*1000 {
+		return s, false
+	}
+	if s.st == dedup.StateRunning && !r.reenters(s, in) && s.luLo > now {
+		return s, false // the lease was certainly live
+	}
+	att := out.Attempt
+	if att != s.att+1 && !(r.reenters(s, in) && att == s.att) {
+		return s, false
+	}
+	n := s.acquire(in, att)
+	n.tok, n.floor, n.luLo, n.luHi = out.Token, out.Token, out.LeaseUntil, out.LeaseUntil
+	return n, true
+}
+
+// reenters reports whether the claim comes from the delivery holding s.
+func (r Rules) reenters(s state, in Input) bool {
+	return r.Reentrant && s.st == dedup.StateRunning && in.Delivery != "" && in.Delivery == s.dlv
+}
+
+// acquire is the write claim.lua makes when it grants the key; the caller
+// fills in token and lease.
+func (s state) acquire(in Input, att int) state {
+	if s.st == dedup.StateAbsent || in.Fingerprint != "" {
+		s.fp = in.Fingerprint
+	}
+	s.st, s.att, s.owner, s.dlv, s.result = dedup.StateRunning, att, in.Owner, in.Delivery, ""
+	return s
+}
+
+// applyUnknown is the state after an operation whose reply was lost took
+// effect, if it could change anything.
+func (r Rules) applyUnknown(s state, in Input) (state, bool) {
+	switch in.Kind {
+	case Claim:
+		if s.mismatch(in.Fingerprint) || s.st == dedup.StateDone {
+			return s, false
+		}
+		// Even a live lease may have ended by the time the call ran.
+		lo := in.CallMs - Slack
+		if s.st == dedup.StateRunning && !r.reenters(s, in) {
+			lo = max(lo, s.luLo)
+		}
+		n := s.acquire(in, s.att+1)
+		n.tok, n.luLo, n.luHi = 0, lo+in.LeaseMs, Never
+		return n, true
+	case Extend:
+		return s.extended(in.CallMs-Slack+in.LeaseMs, Never), s.holds(in.Token)
+	case Complete:
+		return s.done(in.Value), s.holds(in.Token)
+	case Release:
+		return s.failed(in.Value), s.holds(in.Token)
+	}
+	return s, false
+}
+
+// status checks a read against s, pinning down what s did not know.
+func status(s state, got Snapshot) (state, bool) {
+	if s.st == dedup.StateAbsent {
+		return s, got == Snapshot{State: dedup.StateAbsent}
+	}
+	if got.State != s.st || got.Fingerprint != s.fp || got.Attempts != s.att || got.Owner != s.owner ||
+		got.Result != s.result || got.Error != s.cause {
+		return s, false
+	}
+	if s.tok == 0 {
+		if got.Token <= s.floor {
+			return s, false
+		}
+		s.tok, s.floor = got.Token, got.Token
+	} else if got.Token != s.tok {
+		return s, false
+	}
+	if s.st != dedup.StateRunning {
+		return s, got.LeaseUntil == 0
+	}
+	if got.LeaseUntil < s.luLo || got.LeaseUntil > s.luHi {
+		return s, false
+	}
+	s.luLo, s.luHi = got.LeaseUntil, got.LeaseUntil
+	return s, true
+}

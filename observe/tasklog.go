@@ -1,0 +1,68 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/onceq/onceq/dedup"
+)
+
+// TaskLog is an asynq middleware that logs one line per finished run: type,
+// key, outcome, attempt and duration, at info when the run succeeded (only
+// if every is true: ONCEQ_TASK_LOG) and at warn with the error when it did
+// not. Put it inside the dedup middleware: duplicates never run and are
+// logged as decisions instead. Payloads are never logged.
+func TaskLog(log *zap.Logger, every bool) asynq.MiddlewareFunc {
+	return func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) (err error) {
+			start := time.Now()
+			outcome := "panic"
+			defer func() {
+				lvl := zapcore.WarnLevel
+				if outcome == "ok" {
+					if !every {
+						return
+					}
+					lvl = zapcore.InfoLevel
+				}
+				ce := log.Check(lvl, "task finished")
+				if ce == nil {
+					return
+				}
+				fields := []zap.Field{zap.String("type", t.Type()), zap.String("key", taskKey(ctx, t)),
+					zap.String("outcome", outcome), zap.Int("attempt", attempt(ctx)),
+					zap.Duration("duration", time.Since(start))}
+				if err != nil {
+					fields = append(fields, zap.Error(err))
+				}
+				if v := recover(); v != nil {
+					fields = append(fields, zap.String("panic", fmt.Sprint(v)))
+					ce.Write(fields...)
+					panic(v) // asynq's own recovery turns it into a failure
+				}
+				ce.Write(fields...)
+			}()
+			err = next.ProcessTask(ctx, t)
+			outcome = runOutcome(err)
+			return err
+		})
+	}
+}
+
+func taskKey(ctx context.Context, t *asynq.Task) string {
+	if k, ok := dedup.KeyFromContext(ctx); ok {
+		return k.String()
+	}
+	return t.Headers()[dedup.HeaderKey]
+}
+
+// attempt is 1 for the first run of a task, asynq's retry count plus one.
+func attempt(ctx context.Context) int {
+	n, _ := asynq.GetRetryCount(ctx)
+	return n + 1
+}

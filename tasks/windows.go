@@ -1,0 +1,52 @@
+package tasks
+
+import (
+	"fmt"
+	"time"
+)
+
+// Windows are the catalog's time windows. config reads them from ONCEQ_*
+// variables; a zero field takes its default.
+type Windows struct {
+	// Unique refuses a key again from first acceptance until this long
+	// after completion (the asynq task's retention). Default: 24h.
+	Unique time.Duration
+	// PaymentID is the unique window of a payment id. Default: 24h.
+	PaymentID time.Duration
+	// PaymentRate throttles the same account, currency and amount under
+	// another payment id: the classic double submit. Default: 60s.
+	PaymentRate time.Duration
+	// FileScan refuses a second scan of one file_id, in any mode. Default: 30s.
+	FileScan time.Duration
+}
+
+// Default windows.
+const (
+	DefaultUniqueWindow      = 24 * time.Hour
+	DefaultPaymentIDWindow   = 24 * time.Hour
+	DefaultPaymentRateWindow = 60 * time.Second
+	DefaultFileScanWindow    = 30 * time.Second
+)
+
+func (w Windows) withDefaults() Windows {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&w.Unique, DefaultUniqueWindow)
+	def(&w.PaymentID, DefaultPaymentIDWindow)
+	def(&w.PaymentRate, DefaultPaymentRateWindow)
+	def(&w.FileScan, DefaultFileScanWindow)
+	return w
+}
+
+func (w Windows) validate() error {
+	for name, d := range map[string]time.Duration{"Unique": w.Unique, "PaymentID": w.PaymentID,
+		"PaymentRate": w.PaymentRate, "FileScan": w.FileScan} {
+		if d < time.Millisecond {
+			return fmt.Errorf("tasks: window %s %v is below 1ms", name, d)
+		}
+	}
+	return nil
+}
