@@ -18,6 +18,7 @@ type API struct {
 	Redis
 	Log
 	Dedup
+	Postgres
 
 	// Addr is the listen address; beyond loopback it requires Tokens.
 	// Default: 127.0.0.1:8081.
@@ -59,7 +60,7 @@ type API struct {
 func (a API) Loopback() bool { return loopback(a.Addr) }
 
 func (a API) validate() error {
-	for _, v := range []func() error{a.Redis.validate, a.Log.validate, a.Dedup.validate} {
+	for _, v := range []func() error{a.Redis.validate, a.Log.validate, a.Dedup.validate, a.Postgres.validate} {
 		if err := v(); err != nil {
 			return err
 		}

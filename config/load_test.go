@@ -17,6 +17,7 @@ func defaultWorker() Worker {
 		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour,
 			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour,
 			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second},
+		Postgres:    Postgres{Ledger: true},
 		Admin:       Admin{Addr: "127.0.0.1:8080", DashboardReadOnly: true},
 		Tasks:       Tasks{SMTPFrom: "onceq@localhost", OutboxDir: "outbox", ScanRoot: ".", ScanMaxBytes: 64 << 20},
 		Queues:      map[string]int{"critical": 6, "default": 3, "low": 1},
@@ -27,7 +28,7 @@ func defaultWorker() Worker {
 
 func defaultAPI() API {
 	w := defaultWorker()
-	return API{Redis: w.Redis, Log: w.Log, Dedup: w.Dedup, Addr: "127.0.0.1:8081",
+	return API{Redis: w.Redis, Log: w.Log, Dedup: w.Dedup, Postgres: w.Postgres, Addr: "127.0.0.1:8081",
 		WebhookTolerance: 5 * time.Minute, MaxBodyBytes: 1 << 20, ReplayTTL: 24 * time.Hour}
 }
 
@@ -51,7 +52,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Producer{defaultWorker().Redis, defaultWorker().Log, defaultWorker().Dedup}); !reflect.DeepEqual(p, want) {
+	if want := (Producer{defaultWorker().Redis, defaultWorker().Log, defaultWorker().Dedup, defaultWorker().Postgres}); !reflect.DeepEqual(p, want) {
 		t.Errorf("LoadProducer() =\n%+v\nwant\n%+v", p, want)
 	}
 }
@@ -77,6 +78,8 @@ var allKnobs = map[string]string{
 	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse",
 	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "github:ghs,stripe:sts,stripe:sts2",
 	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_REPLAY_TTL": "6h",
+	"ONCEQ_POSTGRES_URL": "postgres://app:pgpw@db.example/app", "ONCEQ_POSTGRES_MAX_CONNS": "40",
+	"ONCEQ_POSTGRES_LEDGER": "false",
 }
 
 func TestEveryKnobParses(t *testing.T) {
@@ -95,7 +98,8 @@ func TestEveryKnobParses(t *testing.T) {
 	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,
 		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour,
 		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second}
-	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup,
+	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false}
+	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup, Postgres: pg,
 		Admin: Admin{Addr: "0.0.0.0:9090", Token: "admintok-0123456789", DashboardReadOnly: false},
 		Tasks: Tasks{SMTPAddr: "smtp.example:587", SMTPUser: "mailer", SMTPPassword: "smtppw",
 			SMTPFrom: "jobs@example.com", OutboxDir: "/var/outbox", ScanRoot: "/data",
@@ -104,7 +108,7 @@ func TestEveryKnobParses(t *testing.T) {
 		Queues: map[string]int{"high": 5, "bulk": 1}, StrictPriority: true, Concurrency: 32,
 		ShutdownTimeout: 40 * time.Second, Embedded: "never", MaxmemoryPolicy: "refuse",
 	}
-	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Addr: "0.0.0.0:9091",
+	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Postgres: pg, Addr: "0.0.0.0:9091",
 		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"github": {"ghs"}, "stripe": {"sts", "sts2"}},
 		WebhookIDFields:  map[string]string{"stripe": "event_id"},
 		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, ReplayTTL: 6 * time.Hour}
@@ -127,7 +131,7 @@ func TestEveryKnobParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Producer{redis, log, dedup}); !reflect.DeepEqual(p, want) {
+	if want := (Producer{redis, log, dedup, pg}); !reflect.DeepEqual(p, want) {
 		t.Errorf("LoadProducer() =\n%+v\nwant\n%+v", p, want)
 	}
 }

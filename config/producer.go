@@ -5,10 +5,11 @@ type Producer struct {
 	Redis
 	Log
 	Dedup
+	Postgres
 }
 
 func (p Producer) validate() error {
-	for _, v := range []func() error{p.Redis.validate, p.Log.validate, p.Dedup.validate} {
+	for _, v := range []func() error{p.Redis.validate, p.Log.validate, p.Dedup.validate, p.Postgres.validate} {
 		if err := v(); err != nil {
 			return err
 		}

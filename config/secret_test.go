@@ -8,7 +8,7 @@ import (
 
 func TestSecretsFromTags(t *testing.T) {
 	want := []string{"ONCEQ_ADMIN_TOKEN", "ONCEQ_API_TOKENS", "ONCEQ_GATEWAY_TOKEN",
-		"ONCEQ_REDIS_PASSWORD", "ONCEQ_SMTP_PASSWORD", "ONCEQ_STRIPE_KEY", "ONCEQ_WEBHOOK_SECRETS"}
+		"ONCEQ_POSTGRES_URL", "ONCEQ_REDIS_PASSWORD", "ONCEQ_SMTP_PASSWORD", "ONCEQ_STRIPE_KEY", "ONCEQ_WEBHOOK_SECRETS"}
 	if got := secrets(); !slices.Equal(got, want) {
 		t.Errorf("secrets() = %q, want %q", got, want)
 	}

@@ -26,6 +26,7 @@ type Worker struct {
 	Redis
 	Log
 	Dedup
+	Postgres
 	Admin
 	Tasks
 
@@ -66,7 +67,7 @@ type Worker struct {
 }
 
 func (w Worker) validate() error {
-	for _, v := range []func() error{w.Redis.validate, w.Log.validate, w.Dedup.validate, w.Admin.validate, w.Tasks.validate} {
+	for _, v := range []func() error{w.Redis.validate, w.Log.validate, w.Dedup.validate, w.Postgres.validate, w.Admin.validate, w.Tasks.validate} {
 		if err := v(); err != nil {
 			return err
 		}

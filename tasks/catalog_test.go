@@ -47,7 +47,7 @@ func TestCatalogKinds(t *testing.T) {
 			t.Errorf("%s has no documented key rule", k.Type)
 		}
 	}
-	want := []string{"email:send", "payment:charge", "scan:file", "sms:send", "webhook:process"}
+	want := []string{"email:send", "order:fulfil", "payment:charge", "scan:file", "sms:send", "webhook:process"}
 	if len(types) != len(want) {
 		t.Fatalf("kinds %v, want %v", types, want)
 	}

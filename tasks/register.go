@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/dedup/pgledger"
 )
 
 // Deps are what the handlers need from the process that runs them.
@@ -16,7 +18,9 @@ type Deps struct {
 	OutboxDir string
 	// Windows of jobs handlers enqueue; Catalog.Register sets it.
 	Windows Windows
-	Log     *zap.Logger
+	// Ledger runs transactional tasks (order:fulfil); nil refuses them.
+	Ledger *pgledger.Ledger
+	Log    *zap.Logger
 }
 
 // Queues onceq's catalog uses, for servers and dashboards.

@@ -11,6 +11,7 @@
 //	go run ./cmd/bench -json bench.json -markdown bench.md   # the README's tables
 //	go run ./cmd/bench -from bench.json -markdown -           # them again, from the saved run
 //	go run ./cmd/bench -ports 7000-7099                       # where its redis-server may listen
+//	go run ./cmd/bench -pg [-n 2000 -rounds 3]                # transactional handlers (Postgres ledger)
 //
 // Per side it reports tasks (or enqueues) per second, round trips, Redis
 // commands, Go CPU (getrusage of the measuring and worker processes) and
@@ -40,6 +41,8 @@ func main() {
 	var err error
 	if len(os.Args) == 2 && os.Args[1] == "-worker" {
 		err = serveWorker(ctx, os.Stdin, os.Stdout, os.Stderr)
+	} else if len(os.Args) >= 2 && os.Args[1] == "-pg" {
+		err = runPG(ctx, os.Args[2:], os.Stdout) // transactional handlers: pg.go
 	} else {
 		_, err = run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
 	}

@@ -211,7 +211,13 @@ func connected(ctx context.Context, cfg config.Producer, f func(*tasks.Producer,
 	if err != nil {
 		return err
 	}
-	return f(tasks.NewProducer(rdb, store, tasks.ProducerOptions{}), rdb)
+	// Status reads consult the Postgres ledger, when there is one.
+	st, closeLedger, err := withLedger(ctx, cfg.Postgres, store)
+	if err != nil {
+		return err
+	}
+	defer closeLedger()
+	return f(tasks.NewProducer(rdb, st, tasks.ProducerOptions{}), rdb)
 }
 
 func redisWhere(r config.Redis) string {

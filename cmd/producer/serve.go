@@ -83,7 +83,12 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	producer := tasks.NewProducer(rdb, jobs, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
+	reads, closeLedger, err := withLedger(ctx, cfg.Postgres, jobs)
+	if err != nil {
+		return err
+	}
+	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
+	producer := tasks.NewProducer(rdb, reads, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	opts := api.Options{
 		Producer:         producer,
 		Catalog:          catalog,

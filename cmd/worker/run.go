@@ -105,6 +105,12 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 	d.OnStop("downstreams", func(context.Context) error { closeDeps(); return nil })
+	ledger, closeLedger, err := openLedger(ctx, cfg, log, metrics.Observer(log, "worker"))
+	if err != nil {
+		return err
+	}
+	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
+	deps.Ledger = ledger
 
 	// One round trip less per task where asynq's acknowledgement is known.
 	asynqRDB, err := mw.FoldCompletes(rdb, 0)

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq/internal/pgtest"
+	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
+)
+
+// A transactional job the ledger recorded while Redis knows nothing of it
+// (restarted empty): `status` and GET /v1/jobs/{key} report it done, with
+// its result, from the ledger; without ONCEQ_POSTGRES_URL they cannot.
+func TestStatusReadsTheLedger(t *testing.T) {
+	dbURL := pgtest.New(t)
+	ctx := context.Background()
+	l, err := pgledger.Open(ctx, dbURL, 2, pgledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	k, _ := dedup.NewKey("order:fulfil", "ord-status-1")
+	if _, err := l.Run(ctx, k, "", func(context.Context, pgx.Tx) ([]byte, error) {
+		return []byte(`{"order_id":"ord-status-1","shipment_ids":[7]}`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	opt := rdb.Options()
+	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
+
+	out, err := cli(t, "", "status", k.String())
+	if err != nil || !strings.Contains(out, `"state": "unknown"`) {
+		t.Fatalf("status without the ledger: %v\n%s", err, out)
+	}
+	t.Setenv("ONCEQ_POSTGRES_URL", dbURL)
+	out, err = cli(t, "", "status", k.String())
+	if err != nil || !strings.Contains(out, `"processed": true`) || !strings.Contains(out, `"state": "done"`) ||
+		!strings.Contains(out, `"shipment_ids": [`) {
+		t.Fatalf("status with the ledger: %v\n%s", err, out)
+	}
+
+	// The API shows a job to the client that enqueued it; this owner record
+	// is what its enqueue writes (api/owner.go), with a longer life than the
+	// idempotency record that Redis lost here.
+	if err := rdb.Set(ctx, "onceq:{"+k.String()+"}:api-owner", "shop", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
+	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-shop-0123456789")
+	sctx, cancel := context.WithCancel(t.Context())
+	var stderr testenv.Buffer
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- serveWith(sctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+		defer func() { cancel(); <-done }()
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatalf("serve not ready\n%s", stderr.String())
+	}
+	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/jobs/order:fulfil%2Ford-status-1", nil)
+	req.Header.Set("Authorization", "Bearer tok-shop-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var job struct {
+		Processed bool            `json:"processed"`
+		State     string          `json:"state"`
+		Result    json.RawMessage `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&job); err != nil || resp.StatusCode != 200 || !job.Processed ||
+		job.State != "done" || !strings.Contains(string(job.Result), "shipment_ids") {
+		t.Fatalf("GET /v1/jobs: %d %+v %v", resp.StatusCode, job, err)
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/pgtest"
+	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/tasks"
+)
+
+// withPassword puts a password into a trust-auth URL: Postgres ignores it,
+// and the logs must never show it.
+func withPassword(t *testing.T, u string) string {
+	t.Helper()
+	return strings.Replace(u, "postgres@", "postgres:hunter2-not-logged@", 1)
+}
+
+// With ONCEQ_POSTGRES_URL the worker migrates the ledger and the order
+// tables and runs order:fulfil under the ledger.
+func TestOrderThroughWorker(t *testing.T) {
+	dbURL := withPassword(t, pgtest.New(t))
+	srv := redistest.Start(t)
+	cfg := baseEnv(t, srv.Addr)
+	cfg["ONCEQ_POSTGRES_URL"] = dbURL
+	w := startWorker(t, cfg)
+	e := newEnv(t, srv.Client(t))
+	j, err := tasks.NewOrder(tasks.Order{OrderID: "ord-w-1", Customer: "c1",
+		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != tasks.Enqueued {
+		t.Fatalf("enqueue: %+v %v", o, err)
+	}
+	e.waitState(t, j.Key, dedup.StateDone)
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var shipments, done int
+	if err := conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM order_shipments WHERE order_id = 'ord-w-1'),
+		(SELECT count(*) FROM onceq_ledger WHERE key = $1 AND state = 'done')`, j.Key.String()).Scan(&shipments, &done); err != nil {
+		t.Fatal(err)
+	}
+	if shipments != 2 || done != 1 {
+		t.Fatalf("%d shipments, %d done ledger rows; want 2 and 1", shipments, done)
+	}
+	if strings.Contains(w.logs.String(), "hunter2") {
+		t.Fatalf("the Postgres password is in the log:\n%s", w.logs)
+	}
+}
+
+// An unreachable Postgres stops the start with a clear error, without the
+// password.
+func TestPostgresUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := baseEnv(t, srv.Addr)
+	cfg["ONCEQ_POSTGRES_URL"] = "postgres://app:hunter2-not-logged@127.0.0.1:1/app?connect_timeout=2"
+	for k, v := range cfg {
+		t.Setenv(k, v)
+	}
+	logs := &testenv.Buffer{}
+	err := runWith(context.Background(), nil, io.Discard, logs, hooks{})
+	if err == nil || !strings.Contains(err.Error(), "pgledger: connect") {
+		t.Fatalf("start with Postgres unreachable: %v", err)
+	}
+	if strings.Contains(err.Error()+logs.String(), "hunter2") {
+		t.Fatalf("the password leaked: %v\n%s", err, logs)
+	}
+}
