@@ -36,6 +36,12 @@ func decode(env map[string]string, spec any) error {
 var durationType = reflect.TypeOf(time.Duration(0))
 
 func setValue(f reflect.Value, raw string) error {
+	// A type that decodes itself, as envconfig lets it.
+	if f.CanAddr() {
+		if d, ok := f.Addr().Interface().(envconfig.Decoder); ok {
+			return d.Decode(raw)
+		}
+	}
 	switch {
 	case f.Type() == durationType:
 		d, err := time.ParseDuration(raw)
@@ -51,12 +57,18 @@ func setValue(f reflect.Value, raw string) error {
 			return err
 		}
 		f.SetBool(b)
-	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+	case f.CanInt():
 		n, err := strconv.ParseInt(raw, 0, f.Type().Bits())
 		if err != nil {
 			return err
 		}
 		f.SetInt(n)
+	case f.CanUint():
+		n, err := strconv.ParseUint(raw, 0, f.Type().Bits())
+		if err != nil {
+			return err
+		}
+		f.SetUint(n)
 	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
 		s := reflect.MakeSlice(f.Type(), 0, 0)
 		if strings.TrimSpace(raw) != "" {

@@ -28,7 +28,7 @@ func TestMiddlewareKeyFromTaskID(t *testing.T) {
 	task := asynq.NewTaskWithHeaders("email:send", payload, map[string]string{dedup.HeaderFingerprint: fp})
 	const queue = "taskkey"
 	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(task, asynq.Queue(queue),
-		asynq.TaskID("email:send/welcome-1"), asynq.Retention(time.Hour)); err != nil {
+		asynq.TaskID(dedup.Key{Namespace: "email:send", ID: "welcome-1"}.TaskID()), asynq.Retention(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan dedup.Key, 1)
