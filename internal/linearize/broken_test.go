@@ -37,7 +37,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 			for i := range tries {
 				seed := uint64(time.Now().UnixNano())
 				name := fmt.Sprintf("broken%d-%d", n, i)
-				res := Check(Rules{}, r.history(t, name, mk, *historyLen, false, seed).Operations(), time.Minute)
+				res := Check(Rules{}, r.history(t, name, mk, Rules{}, *historyLen, false, seed).Operations(), time.Minute)
 				switch res.Verdict {
 				case porcupine.Ok:
 					t.Logf("history %d (seed %d) passed; trying another", i, seed)

@@ -57,9 +57,13 @@
 //
 // The package's tests run histories against a real redis-server with AOF,
 // clients behind a proxy that cuts and delays their connections, Redis
-// killed and restarted mid-history, and clients paused past their lease; and
-// they run a deliberately broken store through the same harness to show the
-// check fails when it should. Longer runs, and clients that retry as
+// killed and restarted mid-history, and clients paused past their lease.
+// The real store is held to Rules.Reentrant: each client claims as a
+// delivery (dedup.WithDelivery), one in flight at a time (a delivery in
+// flight twice can take the key from itself forever, see claim.pml), comes
+// back as that delivery after a failed call, and now and then claims again
+// at once as if a reply were lost. They also run a deliberately broken store
+// through the same harness to show the check fails when it should. Longer runs, and clients that retry as
 // go-redis does by default (a retried script is a second operation inside
 // one call, so expect violations):
 //
