@@ -85,8 +85,8 @@ type Snapshot struct {
 type Rules struct {
 	// Reentrant: a Claim from the delivery that holds the running record
 	// takes it again at once with a fresh token, whatever its lease; other
-	// deliveries still see InProgress. The re-take's Attempt may be the held
-	// one's or one more. Off until the store implements it.
+	// deliveries still see InProgress. The re-take keeps the Attempt while
+	// the lease runs and counts one more after it (claim.lua).
 	Reentrant bool
 }
 
@@ -237,15 +237,17 @@ func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 	if out.LeaseUntil-in.LeaseMs < lo || out.Token <= s.floor || out.Token < (in.CallMs-Slack)*1000 {
 		return s, false
 	}
-	if s.st == dedup.StateRunning && !r.reenters(s, in) {
-		lo = max(lo, s.luLo) // the old lease had ended by now
+	att := out.Attempt
+	switch {
+	case r.reenters(s, in) && att == s.att:
+		hi = min(hi, s.luHi) // a re-take keeps the attempt while the lease runs
+	case att != s.att+1:
+		return s, false
+	case s.st == dedup.StateRunning:
+		lo = max(lo, s.luLo) // a takeover, or a re-take after the lease ended
 	}
 	if lo > hi {
-		return s, false // granted outside the call, or while the lease certainly ran
-	}
-	att := out.Attempt
-	if att != s.att+1 && !(r.reenters(s, in) && att == s.att) {
-		return s, false
+		return s, false // granted outside the call, or against the lease
 	}
 	n := s.acquire(in, att)
 	n.tok, n.floor = out.Token, out.Token

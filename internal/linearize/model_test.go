@@ -187,9 +187,25 @@ func TestModel(t *testing.T) {
 		)},
 		{"same delivery re-takes its lost claim", Rules{Reentrant: true}, porcupine.Ok, history(
 			step{0, 0, -1, claim(0), Output{}},
-			step{0, 10, 11, claim(0), acquired(10, 2)},
+			step{0, 10, 11, claim(0), acquired(10, 1)},
 			step{1, 12, 13, claim(1), inProgress(0, 10)},
 			step{0, 14, 15, fence(Complete, 10, "r"), ok},
+		)},
+		{"re-take of a lost claim counts an attempt", Rules{Reentrant: true}, porcupine.Illegal, history(
+			step{0, 0, -1, claim(0), Output{}},
+			step{0, 10, 11, claim(0), acquired(10, 2)},
+		)},
+		{"re-take of a live lease counts an attempt", Rules{Reentrant: true}, porcupine.Illegal, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 10, 11, claim(0), acquired(10, 2)},
+		)},
+		{"re-take after the lease counts one more", Rules{Reentrant: true}, porcupine.Ok, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 1500, 1501, claim(0), acquired(1500, 2)},
+		)},
+		{"re-take after the lease keeps the attempt", Rules{Reentrant: true}, porcupine.Illegal, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 1500, 1501, claim(0), acquired(1500, 1)},
 		)},
 		{"re-take without the rule", Rules{}, porcupine.Illegal, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
