@@ -89,9 +89,13 @@ type Claim struct {
 	Attempt     int       // Acquired: 1 for the first run of this record
 	Result      []byte    // Duplicate
 	CompletedAt time.Time // Duplicate
-	LeaseUntil  time.Time // Acquired, InProgress
-	Owner       string    // InProgress: who holds the lease
-	Fingerprint string    // Mismatch: the stored fingerprint
+	// LeaseUntil (Acquired, InProgress) is this process's clock when the
+	// reply came plus the lease, or what Redis's PTTL said was left of it:
+	// the lease runs on Redis's clock and may end earlier by the call's
+	// latency.
+	LeaseUntil  time.Time
+	Owner       string // InProgress: who holds the lease
+	Fingerprint string // Mismatch: the stored fingerprint
 }
 
 // State of an idempotency record.
@@ -113,7 +117,7 @@ type Record struct {
 	Token       int64
 	Owner       string
 	Result      []byte
-	Error       string    // last Release cause
+	Error       string    // a failed record's Release cause; the next claim drops it
 	FirstSeen   time.Time // first claim of this record
 	UpdatedAt   time.Time
 	CompletedAt time.Time

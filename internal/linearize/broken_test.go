@@ -37,7 +37,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 			for i := range tries {
 				seed := uint64(time.Now().UnixNano())
 				name := fmt.Sprintf("broken%d-%d", n, i)
-				res := Check(Rules{}, r.history(t, name, mk, *historyLen, false, seed).Operations(), time.Minute)
+				res := Check(Rules{}, r.history(t, name, mk, Rules{}, *historyLen, false, seed).Operations(), time.Minute)
 				switch res.Verdict {
 				case porcupine.Ok:
 					t.Logf("history %d (seed %d) passed; trying another", i, seed)
@@ -67,7 +67,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 }
 
 // brokenStore is a dedup.Store with one deliberate flaw, on plain Redis
-// commands and the record layout of dedup/lua: splitClaim reads the record
+// commands and a hash record (the store's first layout): splitClaim reads the record
 // and writes its claim in a second round trip, so two clients can both
 // acquire; noFence completes a running record whatever the caller's token.
 // Everything else is done atomically (WATCH/MULTI), so only the flaw shows.
@@ -167,7 +167,8 @@ func (s *brokenStore) Claim(ctx context.Context, k dedup.Key, fp string, lease t
 			set["fp"] = fp
 		}
 		c = dedup.Claim{Outcome: dedup.Acquired, Hold: dedup.Hold{Key: k, Token: tok}, Attempt: int(att), LeaseUntil: time.UnixMilli(lu)}
-		return &write{set: set, ttl: lease + time.Hour}
+		// A running record keeps no cause, as dedup's packed record.
+		return &write{set: set, del: []string{"err"}, ttl: lease + time.Hour}
 	})
 	return c, err
 }

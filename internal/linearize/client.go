@@ -20,9 +20,10 @@ type Client struct {
 	Store dedup.Store
 	// Owner is the store's owner name, which InProgress reports back.
 	Owner string
-	// Delivery identifies the delivery the client's claims belong to; the
-	// model uses it only with Rules.Reentrant. The Store has no way to pass
-	// it yet: when it has, Claim passes it here.
+	// Delivery, if set, names the delivery the client's claims belong to:
+	// Claim makes them under dedup.WithDelivery, so they are re-entrant for
+	// it and the store records it as their owner (Rules.Reentrant). One
+	// delivery must not claim twice at once (see dedup.WithDelivery).
 	Delivery string
 	History  *History
 	// NotSent reports errors that prove the call never reached Redis
@@ -40,8 +41,12 @@ func (c *Client) lost(op *Op, err error) {
 
 // Claim calls Store.Claim.
 func (c *Client) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration) (dedup.Claim, error) {
+	owner := c.Owner
+	if c.Delivery != "" {
+		ctx, owner = dedup.WithDelivery(ctx, c.Delivery), c.Delivery
+	}
 	op := c.History.Begin(c.ID, Input{Kind: Claim, Key: k.String(), Fingerprint: fp,
-		LeaseMs: lease.Milliseconds(), Owner: c.Owner, Delivery: c.Delivery})
+		LeaseMs: lease.Milliseconds(), Owner: owner, Delivery: c.Delivery})
 	cl, err := c.Store.Claim(ctx, k, fp, lease)
 	if err != nil {
 		c.lost(op, err)

@@ -83,6 +83,12 @@ func describe(in Input, out Output) string {
 			if g.LeaseUntil != 0 {
 				res += " lease=" + leaseString(g.LeaseUntil, g.LeaseUntil)
 			}
+			if g.Result != "" {
+				res += fmt.Sprintf(" result=%q", g.Result)
+			}
+			if g.Error != "" {
+				res += fmt.Sprintf(" cause=%q", g.Error)
+			}
 		}
 	case out.LeaseLost:
 		res = "lease lost"

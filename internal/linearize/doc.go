@@ -12,10 +12,13 @@
 // rules of dedup/doc.go and the Lua scripts: a fingerprint mismatch wins,
 // then done answers Duplicate, a live lease InProgress with its owner and
 // end, anything else is acquired with attempt+1 and a token above every
-// earlier one and at or above Redis's clock in µs; Extend, Complete and
-// Release succeed exactly for the current token, whatever the lease; Status
-// reports state, fingerprint, attempts, token, owner, result, cause and
-// lease end. Rules.Reentrant adds the re-entrant claim of one delivery.
+// earlier one and at or above the claiming worker's clock in µs at the call
+// (the clients run in the recording process, so that is the history's
+// clock); Extend, Complete and Release succeed exactly for the current
+// token, whatever the lease; Status reports state, fingerprint, attempts,
+// token, owner, result, cause and lease end. Only a failed record has a
+// cause: a claim drops the last Release's, as the packed record keeps none
+// while running. Rules.Reentrant adds the re-entrant claim of one delivery.
 //
 // # Unknown outcomes
 //
@@ -29,13 +32,19 @@
 // # Time
 //
 // Leases make the record depend on Redis's clock. The model includes that
-// clock instead of assuming leases never end: a script runs at some Redis
+// clock instead of assuming leases never end: a command runs at some Redis
 // time within its call and return, and the histories are timed on the same
-// host's wall clock that Redis's TIME reads (Slack covers units and
-// reading order). An acquired claim states the exact time it ran
-// (lease end - lease), so a takeover is legal only if the old lease could
-// have ended by then; InProgress is legal only if the lease could still
-// run during the call. Record TTLs (lease + FailedTTL, DoneTTL) are not
+// host's wall clock that Redis reads (Slack covers units and reading
+// order). A lease ends at Redis's now + lease (its PTTL less the grace), and
+// what the store reports of it is an estimate on the worker's clock taken
+// after the reply: an acquired claim's lease end is that clock plus the
+// lease, so Redis granted it no later than LeaseUntil - lease; InProgress
+// and Status add the PTTL Redis read to that clock, so they report the
+// lease end late by at most the call's duration. The model keeps each lease
+// end as the range these reports allow, so a takeover is legal only if the
+// old lease could have ended by the time it ran, InProgress only if the
+// lease could still run during the call, and every report of one lease must
+// fit one end. Record TTLs (lease + FailedTTL, DoneTTL) are not
 // modelled: the harness keeps them at hours, far beyond a history, so a
 // record never expires mid-history. Forget and the producer windows are
 // outside the model.
@@ -48,9 +57,13 @@
 //
 // The package's tests run histories against a real redis-server with AOF,
 // clients behind a proxy that cuts and delays their connections, Redis
-// killed and restarted mid-history, and clients paused past their lease; and
-// they run a deliberately broken store through the same harness to show the
-// check fails when it should. Longer runs, and clients that retry as
+// killed and restarted mid-history, and clients paused past their lease.
+// The real store is held to Rules.Reentrant: each client claims as a
+// delivery (dedup.WithDelivery), one in flight at a time (a delivery in
+// flight twice can take the key from itself forever, see claim.pml), comes
+// back as that delivery after a failed call, and now and then claims again
+// at once as if a reply were lost. They also run a deliberately broken store
+// through the same harness to show the check fails when it should. Longer runs, and clients that retry as
 // go-redis does by default (a retried script is a second operation inside
 // one call, so expect violations):
 //

@@ -1,7 +1,9 @@
 package linearize
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ func TestRedisStoreUnderFaults(t *testing.T) {
 	for i := range *histories {
 		seed := uint64(time.Now().UnixNano())
 		name := fmt.Sprintf("h%d", i)
-		ops := r.history(t, name, realStore, *historyLen, false, seed).Operations()
+		ops := r.history(t, name, realStore, storeRules, *historyLen, false, seed).Operations()
 		res := Check(storeRules, ops, time.Minute)
 		t.Logf("history %d (seed %d): %s", i, seed, res.Report())
 		if res.Verdict != porcupine.Ok {
@@ -32,17 +34,33 @@ func TestRedisStoreUnderFaults(t *testing.T) {
 	t.Logf("%d histories: %v", *histories, seen)
 	// The faults and pauses must have produced what the model is about, or
 	// the check proved little.
-	for _, want := range []string{"unknown", "lease lost", "in progress", "duplicate", "acquired again"} {
+	wants := []string{"unknown", "lease lost", "in progress", "duplicate", "acquired again"}
+	if storeRules.Reentrant {
+		wants = append(wants, "re-entered")
+	}
+	for _, want := range wants {
 		if seen[want] == 0 {
 			t.Errorf("no %q outcome in the histories: %v", want, seen)
 		}
 	}
 }
 
-// count tallies the outcomes of ops by name.
+// count tallies the outcomes of ops by name. "re-entered" is a delivery
+// acquiring a key again with the attempt it already held: only a re-entrant
+// claim of a live lease keeps the attempt.
 func count(seen map[string]int, ops []porcupine.Operation) {
+	ops = slices.Clone(ops)
+	slices.SortFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	held := map[[2]string]int{} // key, delivery -> attempt last acquired
 	for _, op := range ops {
 		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Kind == Claim && out.Outcome == dedup.Acquired && in.Delivery != "" {
+			kd := [2]string{in.Key, in.Delivery}
+			if held[kd] == out.Attempt {
+				seen["re-entered"]++
+			}
+			held[kd] = out.Attempt
+		}
 		switch {
 		case out.Unknown:
 			seen["unknown"]++

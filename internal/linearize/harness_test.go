@@ -30,11 +30,10 @@ var (
 	clientRetries = flag.Int("client-retries", -1, "go-redis MaxRetries of the clients")
 )
 
-// storeRules is the specification the real store is checked against. Set
-// Reentrant when dedup's claims carry the delivery identity (issue 14 item
-// 1), and pass it in Client.Claim. The broken stores stay on Rules{}:
-// they implement the protocol without it.
-var storeRules = Rules{}
+// storeRules is the specification the real store is checked against: its
+// claims are re-entrant per delivery (dedup.WithDelivery). The broken
+// stores stay on Rules{}: they implement the protocol without it.
+var storeRules = Rules{Reentrant: true}
 
 func TestMain(m *testing.M) {
 	// Dial failures are the faults at work; the histories record them.
@@ -73,6 +72,9 @@ const (
 	// operations per key, and so the checker's work.
 	keyEpoch = 300 * time.Millisecond
 	keysPer  = 4
+	// maxTries bounds the calls of one delivery whose calls keep failing:
+	// enough to outlast a fault (at most 300 ms).
+	maxTries = 20
 )
 
 func newRig(t *testing.T) *rig {
@@ -88,8 +90,9 @@ func newRig(t *testing.T) *rig {
 }
 
 // history runs one history of the given length against stores built by mk,
-// with faults unless calm, and returns what the clients saw.
-func (r *rig) history(t *testing.T, name string, mk newStore, length time.Duration, calm bool, seed uint64) *History {
+// with faults unless calm, and returns what the clients saw. With
+// rules.Reentrant the clients claim as deliveries (see work).
+func (r *rig) history(t *testing.T, name string, mk newStore, rules Rules, length time.Duration, calm bool, seed uint64) *History {
 	h := &History{}
 	var clients []*Client
 	for i := range proxied + direct {
@@ -105,7 +108,7 @@ func (r *rig) history(t *testing.T, name string, mk newStore, length time.Durati
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &Client{ID: i, Store: st, Owner: owner, Delivery: owner, History: h}
+		c := &Client{ID: i, Store: st, Owner: owner, History: h}
 		if *clientRetries < 0 {
 			c.NotSent = refusedDial
 		}
@@ -116,7 +119,7 @@ func (r *rig) history(t *testing.T, name string, mk newStore, length time.Durati
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		rng := rand.New(rand.NewPCG(seed, uint64(c.ID)))
-		wg.Go(func() { work(c, rng, name, start, end) })
+		wg.Go(func() { work(c, rng, name, rules.Reentrant, start, end) })
 	}
 	if !calm {
 		r.nemesis(t, rand.New(rand.NewPCG(seed, 99)), start, end)
@@ -127,23 +130,33 @@ func (r *rig) history(t *testing.T, name string, mk newStore, length time.Durati
 
 // work is one client's loop: claims on a few hot keys, and for what it
 // acquires, maybe an extension, maybe a pause past a short lease, then a
-// completion or a release; now and then a read.
-func work(c *Client, rng *rand.Rand, name string, start, end time.Time) {
+// completion or a release; now and then a read. With deliveries, each pass
+// is a delivery of its own, and its retry the same one again: one client
+// runs one pass at a time, so a delivery is never in flight twice (two at
+// once would take the key from each other forever: TestSpinModel).
+func work(c *Client, rng *rand.Rand, name string, deliveries bool, start, end time.Time) {
 	var again *dedup.Key
+	tries := 0
 	for n := 0; time.Now().Before(end); n++ {
 		epoch := int(time.Since(start) / keyEpoch)
 		k := dedup.Key{Namespace: "lin", ID: fmt.Sprintf("%s-e%d-k%d", name, epoch, rng.IntN(keysPer))}
-		retry := again != nil
-		if retry {
-			// The same delivery comes back once to the key whose call
-			// failed, as asynq redelivers a task: the re-entrant claim's case.
+		if again != nil {
+			// The same delivery comes back to the key whose call failed,
+			// as asynq redelivers a task, until a call gets through or it
+			// gives up: past the fault, within the lease, this is the
+			// re-entrant claim's case.
 			k, again = *again, nil
+		} else {
+			tries = 0
+			if deliveries {
+				c.Delivery = fmt.Sprintf("c%d/%d", c.ID, n)
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*clientTimeout)
 		err := act(ctx, c, rng, k, n)
 		cancel()
 		if err != nil && !errors.Is(err, dedup.ErrLeaseLost) {
-			if !retry {
+			if tries++; tries < maxTries {
 				again = &k
 			}
 			time.Sleep(20 * time.Millisecond) // Redis unreachable: do not spin
@@ -176,6 +189,17 @@ func act(ctx context.Context, c *Client, rng *rand.Rand, k dedup.Key, n int) err
 	}
 	if err != nil || cl.Outcome != dedup.Acquired {
 		return err
+	}
+	if c.Delivery != "" && rng.IntN(100) < 10 {
+		// As if the reply were lost: the delivery claims again at once,
+		// re-taking its own claim, and the first hold's writes are fenced off.
+		lost := cl.Hold
+		if cl, err = c.Claim(ctx, k, fp, lease); err != nil || cl.Outcome != dedup.Acquired {
+			return err
+		}
+		if err := c.Complete(ctx, lost, fmt.Sprintf("lost%d-%d", c.ID, n)); !errors.Is(err, dedup.ErrLeaseLost) {
+			return err
+		}
 	}
 	if rng.IntN(100) < 30 {
 		if err := c.Extend(ctx, lease, cl.Hold); err != nil {

@@ -85,8 +85,8 @@ type Snapshot struct {
 type Rules struct {
 	// Reentrant: a Claim from the delivery that holds the running record
 	// takes it again at once with a fresh token, whatever its lease; other
-	// deliveries still see InProgress. The re-take's Attempt may be the held
-	// one's or one more. Off until the store implements it.
+	// deliveries still see InProgress. The re-take keeps the Attempt while
+	// the lease runs and counts one more after it (claim.lua).
 	Reentrant bool
 }
 
@@ -168,7 +168,7 @@ func (r Rules) step(s state, in Input, out Output) []any {
 	case Release:
 		n, ok = fenced(s, in, out, func(n state) state { return n.failed(in.Value) })
 	case Status:
-		n, ok = status(s, out.Record)
+		n, ok = status(s, in, out)
 	}
 	if !ok {
 		return nil
@@ -222,30 +222,36 @@ func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 	}
 	if out.Outcome == dedup.InProgress {
 		// Live at Redis's "now", which lies within the call.
-		if s.st != dedup.StateRunning || r.reenters(s, in) || out.Owner != s.owner ||
-			!s.seesLease(out.LeaseUntil) || out.LeaseUntil <= in.CallMs-Slack {
+		if s.st != dedup.StateRunning || r.reenters(s, in) || out.Owner != s.owner {
 			return s, false
 		}
-		s.narrowLease(out.LeaseUntil)
-		return s, true
+		return s.readLease(in, out, out.LeaseUntil, in.CallMs-Slack)
 	}
 	if out.Outcome != dedup.Acquired {
 		return s, false
 	}
-	now := out.LeaseUntil - in.LeaseMs // Redis's clock when it granted the lease
-	if now < in.CallMs-Slack || now > out.RetMs+Slack || out.Token <= s.floor || out.Token < (in.CallMs-Slack)*1000 {
+	// Redis granted the lease at some now within the call, on its clock; the
+	// store reports the lease end as its own clock after the reply plus the
+	// lease, so now is at or before LeaseUntil - lease.
+	lo, hi := in.CallMs-Slack, min(out.RetMs, out.LeaseUntil-in.LeaseMs)+Slack
+	if out.LeaseUntil-in.LeaseMs < lo || out.Token <= s.floor || out.Token < (in.CallMs-Slack)*1000 {
 		return s, false
-	}
-	if s.st == dedup.StateRunning && !r.reenters(s, in) && s.luLo > now {
-		return s, false // the lease was certainly live
 	}
 	att := out.Attempt
-	if att != s.att+1 && !(r.reenters(s, in) && att == s.att) {
+	switch {
+	case r.reenters(s, in) && att == s.att:
+		hi = min(hi, s.luHi) // a re-take keeps the attempt while the lease runs
+	case att != s.att+1:
 		return s, false
+	case s.st == dedup.StateRunning:
+		lo = max(lo, s.luLo) // a takeover, or a re-take after the lease ended
+	}
+	if lo > hi {
+		return s, false // granted outside the call, or against the lease
 	}
 	n := s.acquire(in, att)
 	n.tok, n.floor = out.Token, out.Token
-	n.luLo, n.luHi = out.LeaseUntil-LeaseJitter, out.LeaseUntil+LeaseJitter
+	n.luLo, n.luHi = lo+in.LeaseMs, hi+in.LeaseMs
 	return n, true
 }
 
@@ -255,12 +261,13 @@ func (r Rules) reenters(s state, in Input) bool {
 }
 
 // acquire is the write claim.lua makes when it grants the key; the caller
-// fills in token and lease.
+// fills in token and lease. A running record keeps no cause: only a failed
+// one has it (the packed record's tail, dedup/record.go).
 func (s state) acquire(in Input, att int) state {
 	if s.st == dedup.StateAbsent || in.Fingerprint != "" {
 		s.fp = in.Fingerprint
 	}
-	s.st, s.att, s.owner, s.dlv, s.result = dedup.StateRunning, att, in.Owner, in.Delivery, ""
+	s.st, s.att, s.owner, s.dlv, s.result, s.cause = dedup.StateRunning, att, in.Owner, in.Delivery, "", ""
 	return s
 }
 
@@ -291,7 +298,8 @@ func (r Rules) applyUnknown(s state, in Input) (state, bool) {
 }
 
 // status checks a read against s, pinning down what s did not know.
-func status(s state, got Snapshot) (state, bool) {
+func status(s state, in Input, out Output) (state, bool) {
+	got := out.Record
 	if s.st == dedup.StateAbsent {
 		return s, got == Snapshot{State: dedup.StateAbsent}
 	}
@@ -310,25 +318,19 @@ func status(s state, got Snapshot) (state, bool) {
 	if s.st != dedup.StateRunning {
 		return s, got.LeaseUntil == 0
 	}
-	if !s.seesLease(got.LeaseUntil) {
+	return s.readLease(in, out, got.LeaseUntil, 0)
+}
+
+// readLease checks a lease end at that a read of the running record s
+// reported, and keeps what it says: the store computes it as the worker's
+// clock after the reply plus Redis's PTTL (less the grace), and PTTL was
+// read at some Redis now within the call. So at lies at or after the true
+// end, by no more than the call took. The lease must also end after after.
+func (s state) readLease(in Input, out Output, at, after int64) (state, bool) {
+	lo, hi := max(s.luLo, at-(out.RetMs-in.CallMs)-Slack, after+1), min(s.luHi, at+Slack)
+	if lo > hi {
 		return s, false
 	}
-	s.narrowLease(got.LeaseUntil)
+	s.luLo, s.luHi = lo, hi
 	return s, true
-}
-
-// LeaseJitter is how far, in ms, a reported lease end may stray from the
-// true one: the store derives lease ends from Redis's PTTL and clock, each
-// rounded to the millisecond, so two reports of one lease can differ by a
-// millisecond or two.
-const LeaseJitter = 2
-
-// seesLease: a lease end reported as at could be the record's.
-func (s state) seesLease(at int64) bool {
-	return at+LeaseJitter >= s.luLo && at-LeaseJitter <= s.luHi
-}
-
-// narrowLease keeps what a report of the lease end at says of it.
-func (s *state) narrowLease(at int64) {
-	s.luLo, s.luHi = max(s.luLo, at-LeaseJitter), min(s.luHi, at+LeaseJitter)
 }

@@ -121,11 +121,18 @@ func TestModel(t *testing.T) {
 			step{0, 3, 4, fence(Release, 1, "boom"), ok},
 			step{1, 5, 6, claim(1), Output{Outcome: dedup.Acquired, Token: (t0 + 1) * 1000, Attempt: 2, LeaseUntil: t0 + 1005}},
 		)},
-		{"release, error kept by the next claim", Rules{}, porcupine.Ok, history(
+		{"release's cause dropped by the next claim", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, 4, fence(Release, 1, "boom"), ok},
 			step{1, 5, 6, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StateFailed, Fingerprint: "f",
 				Attempts: 1, Token: (t0 + 1) * 1000, Owner: "c0", Error: "boom"}}},
+			step{1, 7, 8, claim(1), acquired(7, 2)},
+			step{1, 9, 10, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StateRunning, Fingerprint: "f",
+				Attempts: 2, Token: (t0 + 7) * 1000, Owner: "c1", LeaseUntil: t0 + 1007}}},
+		)},
+		{"running record reports the last cause", Rules{}, porcupine.Illegal, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 3, 4, fence(Release, 1, "boom"), ok},
 			step{1, 7, 8, claim(1), acquired(7, 2)},
 			step{1, 9, 10, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StateRunning, Fingerprint: "f",
 				Attempts: 2, Token: (t0 + 7) * 1000, Owner: "c1", Error: "boom", LeaseUntil: t0 + 1007}}},
@@ -152,15 +159,53 @@ func TestModel(t *testing.T) {
 			step{0, 800, 801, fence(Extend, 1, ""), ok},
 			step{1, 1500, 1501, claim(1), acquired(1500, 2)},
 		)},
+		{"lease ends reported after the replies", Rules{}, porcupine.Ok, history(
+			// Redis granted at 1; the slow reply came at 20, and the store
+			// reports its clock then plus the lease. A quick read later
+			// reports the lease end nearly as it is.
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{1, 30, 31, claim(1), inProgress(0, 1)},
+			step{1, 40, 55, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StateRunning, Fingerprint: "f",
+				Attempts: 1, Token: t0 * 1000, Owner: "c0", LeaseUntil: t0 + 1015}}},
+		)},
+		{"lease read ending before it was granted", Rules{}, porcupine.Illegal, history(
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{1, 30, 31, claim(1), inProgress(0, -10)},
+		)},
+		{"lease read ending past the latest grant", Rules{}, porcupine.Illegal, history(
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{1, 30, 31, claim(1), inProgress(0, 30)},
+		)},
+		{"two reads of one lease too far apart", Rules{}, porcupine.Illegal, history(
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{1, 30, 31, claim(1), inProgress(0, 1)},
+			step{2, 40, 41, claim(2), inProgress(0, 12)},
+		)},
 		{"same delivery waits without the re-entrant rule", Rules{}, porcupine.Ok, history(
 			step{0, 0, -1, claim(0), Output{}},
 			step{0, 10, 11, claim(0), inProgress(0, 5)},
 		)},
 		{"same delivery re-takes its lost claim", Rules{Reentrant: true}, porcupine.Ok, history(
 			step{0, 0, -1, claim(0), Output{}},
-			step{0, 10, 11, claim(0), acquired(10, 2)},
+			step{0, 10, 11, claim(0), acquired(10, 1)},
 			step{1, 12, 13, claim(1), inProgress(0, 10)},
 			step{0, 14, 15, fence(Complete, 10, "r"), ok},
+		)},
+		{"re-take of a lost claim counts an attempt", Rules{Reentrant: true}, porcupine.Illegal, history(
+			step{0, 0, -1, claim(0), Output{}},
+			step{0, 10, 11, claim(0), acquired(10, 2)},
+		)},
+		{"re-take of a live lease counts an attempt", Rules{Reentrant: true}, porcupine.Illegal, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 10, 11, claim(0), acquired(10, 2)},
+		)},
+		{"re-take after the lease counts one more", Rules{Reentrant: true}, porcupine.Ok, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 1500, 1501, claim(0), acquired(1500, 2)},
+		)},
+		{"re-take after the lease keeps the attempt", Rules{Reentrant: true}, porcupine.Illegal, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 1500, 1501, claim(0), acquired(1500, 1)},
 		)},
 		{"re-take without the rule", Rules{}, porcupine.Illegal, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
