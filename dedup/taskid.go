@@ -82,5 +82,9 @@ func ParseKeyOrTaskID(s string) (Key, error) {
 	if strings.Contains(s, "/") {
 		return ParseKey(s)
 	}
-	return KeyFromTaskID(s)
+	k, err := KeyFromTaskID(s)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %q is neither a key (namespace/id) nor an onceq task id", ErrInvalidKey, s)
+	}
+	return k, nil
 }

@@ -74,7 +74,12 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 	case tasks.Enqueued:
 		fmt.Fprintf(w, "enqueued %s as task %s on queue %s\n", o.Key, o.TaskID, o.Queue)
 	case tasks.Duplicate:
-		fmt.Fprintf(w, "duplicate of %s: %s", o.TaskID, o.Reason)
+		// The job that holds the key, by its key where its task id is one.
+		existing := o.TaskID
+		if k, err := dedup.KeyFromTaskID(o.TaskID); err == nil {
+			existing = k.String()
+		}
+		fmt.Fprintf(w, "duplicate of %s: %s", existing, o.Reason)
 		if o.RetryAfter > 0 {
 			fmt.Fprintf(w, " (accepted again in %s)", o.RetryAfter.Round(time.Second))
 		}

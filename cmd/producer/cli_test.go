@@ -37,7 +37,7 @@ func TestBatchSeed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("batch: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "batch: 2 enqueued, 1 blocked, 0 failed") || !strings.Contains(out, "duplicate of email:send=email~welcome~1") {
+	if !strings.Contains(out, "batch: 2 enqueued, 1 blocked, 0 failed") || !strings.Contains(out, "duplicate of email:send/email-welcome-1") {
 		t.Fatalf("batch output:\n%s", out)
 	}
 	info, err := asynq.NewInspectorFromRedisClient(srv.Client(t)).GetQueueInfo("default")
