@@ -73,8 +73,12 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	h := mw.Wrap(tasks.PaymentHandler{Gateway: &tasks.GatewayClient{URL: gw.URL, HTTP: gw.Client()}})
 	// A real delivery carries the key as its task id, which only asynq's
 	// server can put in the context: here it goes in the header instead.
+	k, err := dedup.KeyFromTaskID(info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hdr := maps.Clone(info.Headers)
-	hdr[dedup.HeaderKey] = info.ID
+	hdr[dedup.HeaderKey] = k.String()
 	task := asynq.NewTaskWithHeaders(info.Type, info.Payload, hdr)
 	for range 2 { // redelivered: the second run is acknowledged as a duplicate
 		if err := h.ProcessTask(t.Context(), task); err != nil {
