@@ -29,7 +29,7 @@ func TestCatalogThroughTheBinaries(t *testing.T) {
 	_, producerBin := binaries(t)
 	vars := map[string]string{"ONCEQ_REDIS_URL": "redis://" + r.redis.Addr, "ONCEQ_ENV": "development"}
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	serveVars := map[string]string{"ONCEQ_API_ADDR": addr, "ONCEQ_API_TOKENS": "tok",
+	serveVars := map[string]string{"ONCEQ_API_ADDR": addr, "ONCEQ_API_TOKENS": "tok-0123456789abcdef",
 		"ONCEQ_WEBHOOK_SECRETS": "acme:whsec-acme"}
 	for k, v := range vars {
 		serveVars[k] = v
