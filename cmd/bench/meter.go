@@ -15,7 +15,8 @@ import (
 )
 
 // tripCounter is a go-redis hook counting round trips (one per command,
-// one per pipeline) on the client the code under test uses. Trips on a
+// one per pipeline) on the client the code under test uses, and the
+// wrapped client the worker gives asynq. Trips on a
 // task's path are also counted apart: a dequeue that got a task, the
 // script that completes or retries it (its first key is the queue's active
 // list), and every call made with a task's context (the middleware's claim
@@ -46,8 +47,17 @@ func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
 		c.n.Add(1)
-		return next(ctx, cmds)
+		// One trip, on the task's path if any command in it is (a
+		// completion folded into asynq's acknowledgement).
+		for _, cmd := range cmds {
+			if onTaskPath(ctx, cmd) {
+				c.task.Add(1)
+				break
+			}
+		}
+		return err
 	}
 }
 

@@ -60,7 +60,22 @@ type serverRun struct {
 // prepare builds a server for side on queue; Start runs it.
 func (h *workerHost) prepare(side, queue, taskType string, concurrency int, target int64) (*serverRun, error) {
 	r := &serverRun{host: h, target: target, done: make(chan struct{})}
-	r.srv = asynq.NewServerFromRedisClient(h.rdb, asynq.Config{
+	r.mux = asynq.NewServeMux()
+	asynqRDB := redis.UniversalClient(h.rdb)
+	if side == sideOnceq {
+		mw, err := dedup.NewMiddleware(h.store, dedup.MiddlewareOptions{})
+		if err != nil {
+			return nil, err
+		}
+		r.mw = mw
+		r.mux.Use(mw.Wrap)
+		// As the worker runs: completions ride on asynq's acknowledgements.
+		if asynqRDB, err = mw.FoldCompletes(h.rdb, 0); err != nil {
+			fmt.Fprintln(h.warn, "bench: completions not folded:", err)
+			asynqRDB = h.rdb
+		}
+	}
+	r.srv = asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
 		Concurrency:       concurrency,
 		Queues:            map[string]int{queue: 1},
 		TaskCheckInterval: taskCheck,
@@ -69,15 +84,6 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 		Logger:            quietLogger{w: h.warn},
 		LogLevel:          asynq.WarnLevel,
 	})
-	r.mux = asynq.NewServeMux()
-	if side == sideOnceq {
-		mw, err := dedup.NewMiddleware(h.store, dedup.MiddlewareOptions{})
-		if err != nil {
-			return nil, err
-		}
-		r.mw = mw
-		r.mux.Use(mw.Wrap)
-	}
 	r.mux.HandleFunc(taskType, func(context.Context, *asynq.Task) error {
 		n := r.count.Add(1)
 		r.last.Store(time.Now().UnixNano())
