@@ -10,3 +10,14 @@ func SetAsynqVersion(v string) (restore func()) {
 	asynqVersion = func() string { return v }
 	return func() { asynqVersion = old }
 }
+
+// IsFoldScript reports whether sha names one of the scripts that run a
+// completion together with an asynq acknowledgement.
+func IsFoldScript(sha string) bool {
+	for _, s := range foldScripts {
+		if s.Hash() == sha {
+			return true
+		}
+	}
+	return false
+}

@@ -182,9 +182,9 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	}()
 
 	err = next.ProcessTask(hctx, t)
-	bg, stop := after()
-	defer stop()
 	if err != nil {
+		bg, stop := after()
+		defer stop()
 		if rerr := m.store.Release(bg, h, err.Error()); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			return errors.Join(err, rerr)
 		}
@@ -205,6 +205,8 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 		}
 		return nil
 	}
+	bg, stop := after() // not before: the fold path needs no timer
+	defer stop()
 	if err := m.complete(bg, h, result); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			return nil // another worker took the key over; it decides
