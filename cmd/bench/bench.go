@@ -30,10 +30,12 @@ type config struct {
 	Goroutines  []int // enqueue concurrencies
 	DupG        []int // goroutines for the duplicate-vs-insert cost
 	Retained    bool  // also process TaskID+Retention tasks without middleware
+	Fold        bool  // also process onceq tasks with Complete folded into asynq's acknowledgement
 	Phases      map[string]bool
 	RedisURL    string
 	Ports       redisproc.Ports // for the redis-server the bench starts
 	CPUProfile  string
+	MemProfile  string
 	SideTimeout time.Duration // a processing measurement that takes longer fails
 	// workerCmd builds the command of a worker subprocess (this program
 	// with -worker; the test binary in tests).

@@ -21,7 +21,7 @@ import (
 // run parses args, runs the benchmark and prints its report to stdout;
 // progress goes to stderr. workerCmd builds a worker subprocess (nil: this
 // executable with -worker).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd func() *exec.Cmd) (*Report, error) {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd func() *exec.Cmd) (rep *Report, err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -43,10 +43,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	fs.IntVar(&cfg.EnqueueN, "enqueue-n", 4000, "enqueues per enqueue measurement")
 	fs.IntVar(&cfg.MemoryN, "memory-n", 2000, "completed jobs retained for the memory sample")
 	fs.BoolVar(&cfg.Retained, "retained", true, "also process TaskID+Retention tasks without middleware (shows where the gap is)")
+	fs.BoolVar(&cfg.Fold, "fold", true, "also process onceq tasks with ONCEQ_FOLD_COMPLETES (what folding Complete into asynq's acknowledgement buys)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "use this Redis instead of starting one; it is never flushed, only the run's own keys are deleted")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process here (workers: <file>.worker0/1)")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write this process's allocation profile here at the end (go tool pprof -sample_index alloc_objects)")
 	fs.DurationVar(&cfg.SideTimeout, "side-timeout", 2*time.Minute, "fail a processing measurement that takes longer")
-	err := fs.Parse(args)
+	err = fs.Parse(args)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +122,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.MemProfile != "" {
+		defer func() {
+			if werr := writeHeapProfile(cfg.MemProfile); werr != nil && err == nil {
+				err = werr
+			}
+		}()
+	}
 
 	var env *redisEnv
 	if cfg.RedisURL != "" {
@@ -134,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	b := newBench(cfg, env)
 	defer b.cleanupAll(context.WithoutCancel(ctx))
 
-	rep := &Report{
+	rep = &Report{
 		Command: "bench " + strings.Join(args, " "), Started: time.Now(),
 		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
 		Redis: env.Version, RedisOwn: env.Own,
@@ -219,4 +228,19 @@ func intList(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// writeHeapProfile writes every allocation made since start (alloc_objects,
+// alloc_space): where the per-task allocations come from.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +17,10 @@ import (
 
 // Sides of the processing comparison.
 const (
-	sideBare     = "asynq"    // plain tasks, no-op handler
-	sideRetained = "asynq+id" // tasks with TaskID + Retention as onceq enqueues them, no middleware
-	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside dedup.Middleware
+	sideBare     = "asynq"      // plain tasks, no-op handler
+	sideRetained = "asynq+id"   // tasks with TaskID + Retention as onceq enqueues them, no middleware
+	sideOnceq    = "onceq"      // producer-enqueued tasks, handler inside dedup.Middleware, as cmd/worker runs by default
+	sideFold     = "onceq+fold" // as onceq with ONCEQ_FOLD_COMPLETES: Complete in asynq's acknowledgement
 	taskCheck    = 10 * time.Millisecond
 )
 
@@ -51,6 +53,7 @@ type serverRun struct {
 	mw     *dedup.Middleware
 	mux    *asynq.ServeMux
 	host   *workerHost
+	side   string
 	count  atomic.Int64
 	last   atomic.Int64 // unix ns when the latest handler returned
 	target int64
@@ -59,20 +62,21 @@ type serverRun struct {
 
 // prepare builds a server for side on queue; Start runs it.
 func (h *workerHost) prepare(side, queue, taskType string, concurrency int, target int64) (*serverRun, error) {
-	r := &serverRun{host: h, target: target, done: make(chan struct{})}
+	r := &serverRun{host: h, side: side, target: target, done: make(chan struct{})}
 	r.mux = asynq.NewServeMux()
 	asynqRDB := redis.UniversalClient(h.rdb)
-	if side == sideOnceq {
+	if side == sideOnceq || side == sideFold {
 		mw, err := dedup.NewMiddleware(h.store, dedup.MiddlewareOptions{})
 		if err != nil {
 			return nil, err
 		}
 		r.mw = mw
 		r.mux.Use(mw.Wrap)
-		// As the worker runs: completions ride on asynq's acknowledgements.
-		if asynqRDB, err = mw.FoldCompletes(h.rdb, 0); err != nil {
-			fmt.Fprintln(h.warn, "bench: completions not folded:", err)
-			asynqRDB = h.rdb
+		if side == sideFold {
+			if asynqRDB, err = mw.FoldCompletes(h.rdb, 0); err != nil {
+				fmt.Fprintln(h.warn, "bench: completions not folded:", err)
+				asynqRDB = h.rdb
+			}
 		}
 	}
 	r.srv = asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
@@ -95,7 +99,14 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 	return r, nil
 }
 
-func (r *serverRun) start() error { return r.srv.Start(r.mux) }
+// start runs the server's goroutines under the pprof label side=<side>, so
+// one -cpuprofile splits by side: go tool pprof -tagfocus side=onceq.
+func (r *serverRun) start() (err error) {
+	pprof.Do(context.Background(), pprof.Labels("side", r.side), func(context.Context) {
+		err = r.srv.Start(r.mux)
+	})
+	return err
+}
 
 func (r *serverRun) stop() {
 	r.srv.Shutdown()

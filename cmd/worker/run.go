@@ -112,12 +112,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
 	deps.Ledger = ledger
 
-	// One round trip less per task where asynq's acknowledgement is known.
-	asynqRDB, err := mw.FoldCompletes(rdb, 0)
-	if err != nil {
-		log.Info("completions sent apart from asynq's acknowledgements", zap.Error(err))
-	} else {
-		log.Info("completions folded into asynq's acknowledgements")
+	// One round trip less per task where asynq's acknowledgement is known,
+	// when asked for: it does not pay everywhere (config.Worker.FoldCompletes).
+	asynqRDB := rdb
+	if cfg.FoldCompletes {
+		if asynqRDB, err = mw.FoldCompletes(rdb, 0); err != nil {
+			log.Warn("ONCEQ_FOLD_COMPLETES: completions sent apart from asynq's acknowledgements", zap.Error(err))
+		} else {
+			log.Info("completions folded into asynq's acknowledgements")
+		}
 	}
 	srv := asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
 		Concurrency:              cfg.Concurrency,
