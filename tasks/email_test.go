@@ -68,13 +68,17 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
 		t.Errorf("headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
 	}
-	// What the Producer sends under the key as task id: the fingerprint only.
-	lean := leanTask(j, j.Key.TaskID()).Headers()
+	// What the Producer sends under the key as task id: the fingerprint only,
+	// the worker reading the key back from the id.
+	lean := leanTask(j, j.Key.String()).Headers()
 	if _, ok := lean[HeaderKey]; ok || lean[HeaderFingerprint] != j.Fingerprint {
 		t.Errorf("lean headers %v, want only %s=%s", lean, HeaderFingerprint, j.Fingerprint)
 	}
-	if leanTask(j, "some-other-id") != j.Task {
-		t.Error("the key header was dropped under a task id that is not the key")
+	if k, ok := dedup.KeyOfTaskID(j.Key.TaskID()); !ok || k != j.Key {
+		t.Errorf("task id %q reads back as %v, want %v", j.Key.TaskID(), k, j.Key)
+	}
+	if leanTask(j, "some:other/key") != j.Task {
+		t.Error("the key header was dropped for a holder that is not the job's key")
 	}
 	if !json.Valid(j.Task.Payload()) {
 		t.Errorf("payload is not JSON: %q", j.Task.Payload())

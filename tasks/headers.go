@@ -50,15 +50,17 @@ func newJob(typ string, payload any, explicit, queue string) (Job, error) {
 	return Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: DefaultUniqueWindow}, nil
 }
 
-// leanTask is j's task as the Producer sends it under taskID: without
-// HeaderKey when the worker reads the same key from the task id
-// (dedup.TaskKey), which saves encoding, storing and decoding it per task.
-// The Job keeps the header, so its task enqueued some other way still
-// carries its key. A rebuilt task has no per-task asynq options;
+// leanTask is j's task as the Producer sends it under j.Key.TaskID()
+// (holder is j.Key.String()): without HeaderKey when the worker reads the
+// same key from the task id (dedup.TaskKey), which saves encoding, storing
+// and decoding it per task. Every valid key comes back from its task id
+// (dedup's FuzzTaskID), so a valid key stands in for decoding the id on each
+// enqueue. The Job keeps the header, so its task enqueued some other way
+// still carries its key. A rebuilt task has no per-task asynq options;
 // constructors set none.
-func leanTask(j Job, taskID string) *asynq.Task {
+func leanTask(j Job, holder string) *asynq.Task {
 	h := j.Task.Headers()
-	if k, ok := dedup.KeyOfTaskID(taskID); !ok || k != j.Key || k.Namespace != j.Task.Type() || h[HeaderKey] != k.String() {
+	if k, err := dedup.ParseKey(holder); err != nil || k != j.Key || k.Namespace != j.Task.Type() || h[HeaderKey] != holder {
 		return j.Task
 	}
 	lean := make(map[string]string, len(h))

@@ -106,7 +106,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	task := j.Task
 	if j.Unique > 0 {
 		opts = append(opts, asynq.TaskID(j.Key.TaskID()), asynq.Retention(j.Unique))
-		task = leanTask(j, j.Key.TaskID())
+		task = leanTask(j, holder)
 	}
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
