@@ -17,7 +17,7 @@ func defaultWorker() Worker {
 		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour,
 			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour,
 			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second},
-		Postgres:    Postgres{Ledger: true},
+		Postgres:    Postgres{Ledger: true, Retention: 720 * time.Hour},
 		Admin:       Admin{Addr: "127.0.0.1:8080", DashboardReadOnly: true},
 		Tasks:       Tasks{SMTPFrom: "onceq@localhost", OutboxDir: "outbox", ScanRoot: ".", ScanMaxBytes: 64 << 20},
 		Queues:      map[string]int{"critical": 6, "default": 3, "low": 1},
@@ -79,7 +79,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "github:ghs,stripe:sts,stripe:sts2",
 	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_REPLAY_TTL": "6h",
 	"ONCEQ_POSTGRES_URL": "postgres://app:pgpw@db.example/app", "ONCEQ_POSTGRES_MAX_CONNS": "40",
-	"ONCEQ_POSTGRES_LEDGER": "false", "ONCEQ_FOLD_COMPLETES": "true",
+	"ONCEQ_POSTGRES_LEDGER": "false", "ONCEQ_FOLD_COMPLETES": "true", "ONCEQ_POSTGRES_RETENTION": "1000h",
 }
 
 func TestEveryKnobParses(t *testing.T) {
@@ -98,7 +98,7 @@ func TestEveryKnobParses(t *testing.T) {
 	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,
 		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour,
 		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second}
-	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false}
+	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false, Retention: 1000 * time.Hour}
 	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup, Postgres: pg,
 		Admin: Admin{Addr: "0.0.0.0:9090", Token: "admintok-0123456789", DashboardReadOnly: false},
 		Tasks: Tasks{SMTPAddr: "smtp.example:587", SMTPUser: "mailer", SMTPPassword: "smtppw",

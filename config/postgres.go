@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Postgres says where the ledger of transactional tasks (order:fulfil)
@@ -26,6 +27,14 @@ type Postgres struct {
 	// a Redis that forgot runs them again); it exists to measure the ledger.
 	// Default: true.
 	Ledger bool `envconfig:"ONCEQ_POSTGRES_LEDGER" default:"true" desc:"record transactional tasks in the Postgres ledger; false: Redis-only deduplication (at-least-once), for comparison"`
+
+	// Retention is how long a done ledger row is kept (a failed one: since
+	// its last attempt): the worker deletes older ones at start and hourly.
+	// A job delivered or enqueued again after that runs again, so keep it
+	// beyond any redelivery the application can produce; it must be at least
+	// ONCEQ_DONE_TTL.
+	// Default: 720h (30 days).
+	Retention time.Duration `envconfig:"ONCEQ_POSTGRES_RETENTION" default:"720h" desc:"how long done and failed Postgres ledger rows are kept; the worker deletes older ones at start and hourly"`
 }
 
 // Configured reports whether a Postgres URL was given.
@@ -34,6 +43,9 @@ func (p Postgres) Configured() bool { return p.URL != "" }
 func (p Postgres) validate() error {
 	if p.MaxConns < 0 {
 		return fmt.Errorf("config: ONCEQ_POSTGRES_MAX_CONNS must not be negative, got %d", p.MaxConns)
+	}
+	if p.Retention <= 0 {
+		return fmt.Errorf("config: ONCEQ_POSTGRES_RETENTION must be positive, got %s", p.Retention)
 	}
 	if p.URL != "" && !strings.HasPrefix(p.URL, "postgres://") && !strings.HasPrefix(p.URL, "postgresql://") && !strings.Contains(p.URL, "=") {
 		return fmt.Errorf("config: ONCEQ_POSTGRES_URL must be a postgres:// URL or a key=value DSN (value not shown: secret)")

@@ -71,6 +71,9 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_EMBEDDED", "always", "ONCEQ_EMBEDDED"},
 		{"ONCEQ_MAXMEMORY_CHECK", "ignore", "ONCEQ_MAXMEMORY_CHECK"},
 		{"ONCEQ_DASHBOARD_READONLY", "maybe", "ONCEQ_DASHBOARD_READONLY"},
+		{"ONCEQ_POSTGRES_RETENTION", "0s", "ONCEQ_POSTGRES_RETENTION must be positive"},
+		{"ONCEQ_POSTGRES_RETENTION", "1h", "shorter than ONCEQ_DONE_TTL"},
+		{"ONCEQ_POSTGRES_RETENTION", "24h", ""},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			setEnv(t, map[string]string{tc.key: tc.value})

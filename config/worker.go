@@ -85,6 +85,9 @@ func (w Worker) validate() error {
 	if w.Concurrency < 1 {
 		return fmt.Errorf("config: ONCEQ_CONCURRENCY must be at least 1, got %d", w.Concurrency)
 	}
+	if w.Postgres.Retention < w.Dedup.DoneTTL {
+		return fmt.Errorf("config: ONCEQ_POSTGRES_RETENTION %s is shorter than ONCEQ_DONE_TTL %s: the ledger would forget a job Redis still remembers", w.Postgres.Retention, w.Dedup.DoneTTL)
+	}
 	if w.ShutdownTimeout <= 0 {
 		return fmt.Errorf("config: ONCEQ_SHUTDOWN_TIMEOUT must be positive, got %s", w.ShutdownTimeout)
 	}

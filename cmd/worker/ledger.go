@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -31,6 +33,33 @@ func openLedger(ctx context.Context, cfg config.Worker, log *zap.Logger, observe
 	if !cfg.Postgres.Ledger {
 		log.Warn("ONCEQ_POSTGRES_LEDGER=false: transactional tasks are deduplicated by Redis only (at-least-once)")
 	}
-	log.Info("postgres ledger ready", zap.Int32("max_conns", l.Pool().Config().MaxConns))
-	return l, l.Close, nil
+	log.Info("postgres ledger ready", zap.Int32("max_conns", l.Pool().Config().MaxConns),
+		zap.Duration("retention", cfg.Postgres.Retention))
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { pruneLedger(pctx, l, cfg.Postgres.Retention, time.Hour, log) })
+	return l, func() { stop(); wg.Wait(); l.Close() }, nil
+}
+
+// pruneLedger deletes done ledger rows older than retention, now and then
+// every interval until ctx ends: the worker is the rows' owner that deletes
+// them (config.Postgres.Retention). Every worker pod prunes; the deletes
+// are idempotent.
+func pruneLedger(ctx context.Context, l *pgledger.Ledger, retention, every time.Duration, log *zap.Logger) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		n, err := l.Prune(ctx, time.Now().Add(-retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("postgres ledger: pruning old rows failed; trying again later", zap.Error(err))
+		case n > 0:
+			log.Info("postgres ledger: pruned done rows", zap.Int64("rows", n), zap.Duration("older_than", retention))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/pgledger"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -74,5 +77,54 @@ func TestPostgresUnreachable(t *testing.T) {
 	}
 	if strings.Contains(err.Error()+logs.String(), "hunter2") {
 		t.Fatalf("the password leaked: %v\n%s", err, logs)
+	}
+}
+
+// The worker owns the ledger's rows: at start (and hourly) it deletes done
+// and failed rows older than ONCEQ_POSTGRES_RETENTION, and only those.
+func TestWorkerPrunesLedger(t *testing.T) {
+	dbURL := pgtest.New(t)
+	ctx := context.Background()
+	l, err := pgledger.Open(ctx, dbURL, 2, pgledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	old, recent := dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-old"}, dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-recent"}
+	for _, k := range []dedup.Key{old, recent} {
+		if _, err := l.Run(ctx, k, "", func(context.Context, pgx.Tx) ([]byte, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-failed"}
+	l.Run(ctx, failed, "", func(context.Context, pgx.Tx) ([]byte, error) { return nil, errors.New("rolled back") })
+	if _, err := l.Pool().Exec(ctx, `UPDATE onceq_ledger SET completed_at = now() - interval '31 days' WHERE key = $1`, old.String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Pool().Exec(ctx, `UPDATE onceq_ledger SET updated_at = now() - interval '31 days' WHERE key = $1`, failed.String()); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := redistest.Start(t)
+	cfg := baseEnv(t, srv.Addr)
+	cfg["ONCEQ_POSTGRES_URL"] = dbURL // default retention: 30 days
+	w := startWorker(t, cfg)
+	state := func(k dedup.Key) dedup.State {
+		r, err := l.Status(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State
+	}
+	for deadline := time.Now().Add(10 * time.Second); state(old) != dedup.StateAbsent || state(failed) != dedup.StateAbsent; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("31-day-old rows are still there (done: %v, failed: %v):\n%s", state(old), state(failed), w.logs)
+		}
+	}
+	if s := state(recent); s != dedup.StateDone {
+		t.Fatalf("the recent row: %v, want done (kept)", s)
+	}
+	if !strings.Contains(w.logs.String(), "pruned done rows") {
+		t.Fatalf("no log line for the pruned row:\n%s", w.logs)
 	}
 }

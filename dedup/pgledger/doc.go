@@ -22,4 +22,5 @@
 //
 // Rows are kept until Prune removes done rows older than a retention the
 // application chooses: the table belongs to the application's database.
+// cmd/worker prunes at start and hourly (ONCEQ_POSTGRES_RETENTION).
 package pgledger

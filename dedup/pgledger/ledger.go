@@ -100,11 +100,13 @@ func (l *Ledger) Status(ctx context.Context, key dedup.Key) (dedup.Record, error
 	return rec, nil
 }
 
-// Prune deletes done rows completed before cutoff and returns how many.
-// After that a redelivered job runs again: keep cutoff beyond any
-// redelivery the application can produce.
+// Prune deletes done rows completed before cutoff, and failed rows last
+// attempted before it, and returns how many. After that a redelivered job
+// runs again: keep cutoff beyond any redelivery the application can
+// produce. (A failed row never blocks a run; it only tells Status why.)
 func (l *Ledger) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := l.pool.Exec(ctx, `DELETE FROM onceq_ledger WHERE state = 'done' AND completed_at < $1`, cutoff)
+	tag, err := l.pool.Exec(ctx, `DELETE FROM onceq_ledger
+		WHERE (state = 'done' AND completed_at < $1) OR (state = 'failed' AND updated_at < $1)`, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("pgledger: prune: %w", err)
 	}
