@@ -76,15 +76,7 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_POSTGRES_RETENTION", "24h", ""},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			setEnv(t, map[string]string{tc.key: tc.value})
-			_, err := LoadWorker()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("rejected: %v", err)
-				}
-				return
-			}
-			wantErr(t, err, tc.want)
+			loadWorkerWants(t, map[string]string{tc.key: tc.value}, tc.want)
 		})
 	}
 }
@@ -100,17 +92,7 @@ func TestSMTPPair(t *testing.T) {
 		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25", "ONCEQ_SMTP_USER": "u", "ONCEQ_SMTP_PASSWORD": "p"}, ""},
 		{map[string]string{"ONCEQ_SMTP_ADDR": "s:25"}, ""},
 	} {
-		t.Run(tc.want, func(t *testing.T) {
-			setEnv(t, tc.env)
-			_, err := LoadWorker()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("rejected: %v", err)
-				}
-				return
-			}
-			wantErr(t, err, tc.want)
-		})
+		t.Run(tc.want, func(t *testing.T) { loadWorkerWants(t, tc.env, tc.want) })
 	}
 }
 
@@ -123,17 +105,7 @@ func TestOnePaymentGateway(t *testing.T) {
 		{map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_1", "ONCEQ_STRIPE_URL": "ftp://mock"}, "ONCEQ_STRIPE_URL must be"},
 		{map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_1", "ONCEQ_STRIPE_URL": "http://127.0.0.1:12111"}, ""},
 	} {
-		t.Run(tc.want, func(t *testing.T) {
-			setEnv(t, tc.env)
-			_, err := LoadWorker()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("rejected: %v", err)
-				}
-				return
-			}
-			wantErr(t, err, tc.want)
-		})
+		t.Run(tc.want, func(t *testing.T) { loadWorkerWants(t, tc.env, tc.want) })
 	}
 }
 
@@ -200,4 +172,19 @@ func TestAPIValidation(t *testing.T) {
 			wantErr(t, err, tc.key)
 		})
 	}
+}
+
+// loadWorkerWants loads the worker's configuration from env and expects an
+// error mentioning want, or none when want is "".
+func loadWorkerWants(t *testing.T, env map[string]string, want string) {
+	t.Helper()
+	setEnv(t, env)
+	_, err := LoadWorker()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("rejected: %v", err)
+		}
+		return
+	}
+	wantErr(t, err, want)
 }

@@ -34,14 +34,8 @@ func TestOrderThroughWorker(t *testing.T) {
 	cfg["ONCEQ_POSTGRES_URL"] = dbURL
 	w := startWorker(t, cfg)
 	e := newEnv(t, srv.Client(t))
-	j, err := tasks.NewOrder(tasks.Order{OrderID: "ord-w-1", Customer: "c1",
-		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != tasks.Enqueued {
-		t.Fatalf("enqueue: %+v %v", o, err)
-	}
+	j, _ := e.enqueued(t)(tasks.NewOrder(tasks.Order{OrderID: "ord-w-1", Customer: "c1",
+		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 2}}}))
 	e.waitState(t, j.Key, dedup.StateDone)
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {

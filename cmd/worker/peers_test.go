@@ -37,14 +37,7 @@ func stripeWorker(t *testing.T) (env, *peertest.StripePeer) {
 // send nothing.
 func TestStripePaymentOnce(t *testing.T) {
 	e, peer := stripeWorker(t)
-	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-stripe-1", Account: "pm_card_visa", Amount: 1999, Currency: "EUR"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || o.Decision != tasks.Enqueued {
-		t.Fatalf("enqueue: %+v %v", o, err)
-	}
+	j, _ := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-stripe-1", Account: "pm_card_visa", Amount: 1999, Currency: "EUR"}))
 	rec := e.waitState(t, j.Key, dedup.StateDone)
 	var c tasks.Charge
 	if err := json.Unmarshal(rec.Result, &c); err != nil || !strings.HasPrefix(c.ChargeID, "pi_") || c.Status == "" ||
@@ -82,13 +75,7 @@ func TestStripeRateLimitRetriedWithSameKey(t *testing.T) {
 	e, peer := stripeWorker(t)
 	peer.FailNext(429, `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests"}}`)
 	peer.FailNext(500, `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`)
-	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-retry-1", Account: "pm_card_visa", Amount: 700, Currency: "GBP"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != tasks.Enqueued {
-		t.Fatalf("enqueue: %+v %v", o, err)
-	}
+	j, _ := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-retry-1", Account: "pm_card_visa", Amount: 700, Currency: "GBP"}))
 	rec := e.waitState(t, j.Key, dedup.StateDone)
 	reqs := peer.Requests()
 	if rec.Attempts != 3 || len(reqs) != 3 || peer.Posts(intents, j.Key.String()) != 3 {
@@ -116,14 +103,7 @@ func TestGenericGatewayIDAnswerIsACharge(t *testing.T) {
 	cfg["ONCEQ_GATEWAY_URL"] = gw.URL
 	startWorker(t, cfg)
 
-	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-generic-1", Account: "acct-7", Amount: 100, Currency: "EUR"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || o.Decision != tasks.Enqueued {
-		t.Fatalf("enqueue: %+v %v", o, err)
-	}
+	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-generic-1", Account: "acct-7", Amount: 100, Currency: "EUR"}))
 	rec := e.waitState(t, j.Key, dedup.StateDone)
 	e.waitTask(t, j.Queue, o.TaskID, asynq.TaskStateCompleted)
 	if rec.Attempts != 1 || posts.Load() != 1 || !strings.Contains(string(rec.Result), `"id":"ch_1"`) {
@@ -135,14 +115,7 @@ func TestGenericGatewayIDAnswerIsACharge(t *testing.T) {
 // and the record say why in Stripe's words.
 func TestStripeDeclineArchivedWithoutRetry(t *testing.T) {
 	e, peer := stripeWorker(t)
-	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-declined-1", Account: "pm_card_visa_chargeDeclined", Amount: 500, Currency: "USD"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || o.Decision != tasks.Enqueued {
-		t.Fatalf("enqueue: %+v %v", o, err)
-	}
+	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-declined-1", Account: "pm_card_visa_chargeDeclined", Amount: 500, Currency: "USD"}))
 	archived := e.waitTask(t, j.Queue, o.TaskID, asynq.TaskStateArchived)
 	if archived.Retried != 0 || !strings.Contains(archived.LastErr, "card_declined") || !strings.Contains(archived.LastErr, "generic_decline") {
 		t.Fatalf("archived task: retried %d, last error %q; want 0 retries and Stripe's codes", archived.Retried, archived.LastErr)

@@ -108,6 +108,22 @@ func newEnv(t *testing.T, rdb *redis.Client) env {
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
 }
 
+// enqueued enqueues the job a constructor built, failing t unless both
+// succeed and the job is enqueued: e.enqueued(t)(tasks.NewPayment(...)).
+func (e env) enqueued(t *testing.T) func(tasks.Job, error) (tasks.Job, tasks.Outcome) {
+	return func(j tasks.Job, err error) (tasks.Job, tasks.Outcome) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := e.producer.Enqueue(context.Background(), j)
+		if err != nil || o.Decision != tasks.Enqueued {
+			t.Fatalf("enqueue %v: %+v %v", j.Key, o, err)
+		}
+		return j, o
+	}
+}
+
 func (e env) waitState(t *testing.T, k dedup.Key, want dedup.State) dedup.Record {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -216,14 +232,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 	cfg["ONCEQ_GATEWAY_URL"] = hs.URL
 	startWorker(t, cfg)
 
-	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-20260628-001", Account: "acct-1", Amount: 4200, Currency: "EUR"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || o.Decision != tasks.Enqueued {
-		t.Fatalf("enqueue: %+v %v", o, err)
-	}
+	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-20260628-001", Account: "acct-1", Amount: 4200, Currency: "EUR"}))
 	rec := e.waitState(t, j.Key, dedup.StateDone)
 	if rec.Attempts != 3 || gw.calls.Load() != 3 || gw.ledger.Charges(j.Key.String()) != 1 {
 		t.Fatalf("attempts %d, gateway calls %d, charges %d; want 3, 3, 1", rec.Attempts, gw.calls.Load(), gw.ledger.Charges(j.Key.String()))
