@@ -15,6 +15,10 @@ import (
 const (
 	HeaderKey         = "onceq-key"
 	HeaderFingerprint = "onceq-fp"
+	// HeaderIncarnation numbers the life of the key this task belongs to:
+	// "2" for the first job accepted after one failed for good, and so on;
+	// absent means 1. Retries keep it; the downstream key changes with it.
+	HeaderIncarnation = "onceq-inc"
 )
 
 // TypeOptions is how the middleware deduplicates one task type.
