@@ -20,10 +20,18 @@
 //
 // The record is one Redis string (layout in record.go). A first Claim is a
 // single SET NX PX GET: it writes the running record, or returns the one that
-// is there, which already answers Duplicate (done, with the stored result)
-// or Mismatch (the key was claimed with another payload fingerprint). Only a
-// running or failed record needs a Lua call (claim.lua), which answers
-// Acquired, InProgress (a live lease, with its end) or Mismatch. Extend,
+// is there; a done one already answers Duplicate (with the stored result) or
+// Mismatch (done with another payload fingerprint). Only a running or failed
+// record needs a Lua call (claim.lua), which answers Acquired or InProgress
+// (a live lease, with its end).
+//
+// A fingerprint is checked against a done record only. A failed record, or
+// a running one whose lease expired, is taken over by a claim with another
+// fingerprint, which is stored: after a job failed for good, the producer's
+// next incarnation of the key (HeaderIncarnation), perhaps with a corrected
+// payload, runs. A live lease with another fingerprint answers InProgress,
+// never Mismatch: two jobs of one key never run at once, and the newer waits
+// instead of being archived. Extend,
 // Complete and Release are compare-and-set scripts: they write only while the
 // record still starts with the hold's state, token and owner; a worker whose
 // lease was taken over gets ErrLeaseLost and writes nothing.

@@ -149,8 +149,8 @@ func TestReentrantClaimSameDeliveryOnly(t *testing.T) {
 	if err := s.Complete(ctx, first.Hold, nil); !errors.Is(err, dedup.ErrLeaseLost) {
 		t.Fatalf("the lost claim's hold must be fenced out: %v", err)
 	}
-	if c, err := s.Claim(mine, k, "fp-other", time.Minute); err != nil || c.Outcome != dedup.Mismatch {
-		t.Fatalf("re-entry must still check the fingerprint: %+v %v", c, err)
+	if c, err := s.Claim(mine, k, "fp-other", time.Minute); err != nil || c.Outcome != dedup.InProgress {
+		t.Fatalf("re-entry with another fingerprint must wait for the live lease: %+v %v", c, err)
 	}
 	if err := s.Complete(ctx, again.Hold, []byte("done")); err != nil {
 		t.Fatal(err)

@@ -44,9 +44,10 @@ func (s *RedisStore) runningTTL(lease time.Duration) int64 {
 }
 
 // Claim implements Store. The common case, no record yet, is one plain
-// SET NX PX GET that writes the running record; the existing record it
-// returns answers a duplicate or a mismatch at once. Only a running or
-// failed record needs claim.lua.
+// SET NX PX GET that writes the running record; a done record it returns
+// answers a duplicate or a mismatch at once. Only a running or failed record
+// needs claim.lua, whatever its fingerprint: a mismatch is decided against
+// a done record alone.
 func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration) (Claim, error) {
 	if lease < time.Millisecond {
 		return Claim{}, fmt.Errorf("dedup: claim %q: lease %v below 1ms", k.String(), lease)
@@ -110,14 +111,16 @@ func (s *RedisStore) upgraded(ctx context.Context, key string, err error) bool {
 }
 
 // decide answers a claim from a record it did not acquire. pttl < 0 means
-// unknown: a running or failed record then needs claim.lua (Outcome 0).
+// unknown: a running or failed record then needs claim.lua (Outcome 0). A
+// running record with a known pttl is a live lease, whichever fingerprint
+// it holds: the newer job waits for it instead of being archived.
 func (s *RedisStore) decide(k Key, fingerprint, v string, pttl int64) (Claim, error) {
 	p, err := unpack(v)
 	if err != nil {
 		return Claim{}, err
 	}
 	switch {
-	case p.mismatch(fingerprint):
+	case p.state == 'd' && p.mismatch(fingerprint):
 		return Claim{Outcome: Mismatch, Fingerprint: p.fp}, nil
 	case p.state == 'd':
 		return Claim{Outcome: Duplicate, Result: []byte(p.tail), CompletedAt: time.UnixMilli(p.updated)}, nil

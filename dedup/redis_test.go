@@ -188,17 +188,58 @@ func TestMismatch(t *testing.T) {
 	k := mustKey(t, "payment:charge", "pmt-2")
 
 	c := mustClaim(t, s, k, "fp-a", time.Minute, dedup.Acquired)
+	// Another payload while the first runs waits for it: never both at once.
+	mustClaim(t, s, k, "fp-b", time.Minute, dedup.InProgress)
+	if err := s.Complete(ctx, c.Hold, nil); err != nil {
+		t.Fatal(err)
+	}
 	m := mustClaim(t, s, k, "fp-b", time.Minute, dedup.Mismatch)
 	if m.Fingerprint != "fp-a" {
 		t.Fatalf("mismatch reports fingerprint %q, want fp-a", m.Fingerprint)
 	}
-	if err := s.Complete(ctx, c.Hold, nil); err != nil {
-		t.Fatal(err)
-	}
-	mustClaim(t, s, k, "fp-b", time.Minute, dedup.Mismatch)
 	mustClaim(t, s, k, "", time.Minute, dedup.Duplicate) // no fingerprint: no check
-	if rec.count(dedup.OutcomeMismatch) != 2 {
-		t.Fatalf("observer saw %d mismatches, want 2", rec.count(dedup.OutcomeMismatch))
+	if rec.count(dedup.OutcomeMismatch) != 1 {
+		t.Fatalf("observer saw %d mismatches, want 1", rec.count(dedup.OutcomeMismatch))
+	}
+}
+
+// A failed record never blocks a new incarnation of its key, corrected
+// payload or not; neither does a lease that expired. The new fingerprint is
+// stored, so the done record then guards the corrected payload.
+func TestOtherFingerprintTakesOverFailedOrExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rec := newStore(t, redistest.Client(t), dedup.Options{})
+	for _, tt := range []struct {
+		name string
+		end  func(t *testing.T, c dedup.Claim)
+	}{
+		{"failed", func(t *testing.T, c dedup.Claim) {
+			if err := s.Release(ctx, c.Hold, "declined"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"expired", func(t *testing.T, c dedup.Claim) { waitLeaseEnd(t, c.LeaseUntil) }},
+	} {
+		k := mustKey(t, "payment:charge", "takeover-"+tt.name)
+		old := mustClaim(t, s, k, "fp-a", 30*time.Millisecond, dedup.Acquired)
+		tt.end(t, old)
+		c := mustClaim(t, s, k, "fp-b", time.Minute, dedup.Acquired)
+		if c.Attempt != 2 || c.Hold.Token <= old.Hold.Token {
+			t.Fatalf("%s: takeover %+v after %+v", tt.name, c, old)
+		}
+		if r, _ := s.Status(ctx, k); r.State != dedup.StateRunning || r.Fingerprint != "fp-b" {
+			t.Fatalf("%s: record after takeover: %+v, want running with fp-b", tt.name, r)
+		}
+		mustClaim(t, s, k, "fp-a", time.Minute, dedup.InProgress) // the live lease of fp-b
+		if err := s.Complete(ctx, c.Hold, nil); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, s, k, "fp-b", time.Minute, dedup.Duplicate)
+		mustClaim(t, s, k, "fp-a", time.Minute, dedup.Mismatch)
+	}
+	if n := rec.count(dedup.OutcomeMismatch); n != 2 {
+		t.Fatalf("observer saw %d mismatches, want 2 (one per done record)", n)
 	}
 }
 

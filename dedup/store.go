@@ -23,8 +23,11 @@ var (
 // atomic Redis call (Extend pipelines one call per hold; a Claim that finds a
 // running or failed record makes a second).
 type Store interface {
-	// Claim takes the key for one run. fingerprint "" skips the mismatch check.
-	// A ctx from WithDelivery makes the claim re-entrant for that delivery.
+	// Claim takes the key for one run. Another fingerprint is a Mismatch only
+	// for a done key; a failed record or an expired lease is taken over and
+	// the new fingerprint stored, and a live lease answers InProgress.
+	// fingerprint "" skips the check. A ctx from WithDelivery makes the claim
+	// re-entrant for that delivery (with the same fingerprint).
 	Claim(ctx context.Context, key Key, fingerprint string, lease time.Duration) (Claim, error)
 	// Extend pushes the lease of each hold to now+lease; the i-th error is
 	// nil, ErrLeaseLost or a Redis failure for holds[i].
@@ -54,7 +57,7 @@ const (
 	Duplicate
 	// InProgress: another holder's lease runs until LeaseUntil.
 	InProgress
-	// Mismatch: the key was claimed with another payload (Fingerprint is the stored one).
+	// Mismatch: the key is done with another payload (Fingerprint is the stored one).
 	Mismatch
 )
 

@@ -1,6 +1,7 @@
 -- Claim a key whose record exists (the first claim is a plain SET NX PX GET).
 -- KEYS[1] -> onceq:{ns/id}:rec, the packed record (see record.go)
--- ARGV[1] -> fingerprint of the payload ("" skips the mismatch check)
+-- ARGV[1] -> fingerprint of the payload ("" skips the mismatch check and keeps
+--            the stored one)
 -- ARGV[2] -> owner: the delivery making the claim
 -- ARGV[3] -> proposed token (the worker's clock in µs)
 -- ARGV[4] -> now in ms, worker's clock (first seen / updated stamps only)
@@ -9,9 +10,14 @@
 -- ARGV[7] -> "1" when the claim is re-entrant for its owner (same delivery)
 -- Returns:
 --   {1, token, attempt, first_seen_ms}  acquired
---   {0, record, pttl_ms}                not acquired: done, mismatch or a live lease
+--   {0, record, pttl_ms}                not acquired: done (a duplicate, or a
+--                                       mismatch the caller tells) or a live lease
 -- A running record's lease is live while PTTL > its grace (the last field):
 -- Redis's clock alone decides. Tokens are max(stored + 1, proposed).
+-- Another fingerprint is a mismatch only against a done record: a failed one
+-- or an expired lease is taken over and the new fingerprint stored (a new
+-- incarnation with a corrected payload); a live lease makes it wait, and is
+-- never re-entered by it.
 local tok, att, fs, fp = tonumber(ARGV[3]), 1, ARGV[4], ARGV[1]
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -21,14 +27,12 @@ if v then
     return redis.error_reply('ERR onceq: unreadable record')
   end
   local pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[1] ~= '' and ofp ~= '' and ofp ~= ARGV[1] then
-    return {0, v, pttl}
-  end
   if st == 'd' then
     return {0, v, pttl}
   end
   local live = st == 'r' and pttl > tonumber(tail)
-  local again = live and ARGV[7] == '1' and own == ARGV[2]
+  local same = ARGV[1] == '' or ofp == '' or ofp == ARGV[1]
+  local again = live and same and ARGV[7] == '1' and own == ARGV[2]
   if live and not again then
     return {0, v, pttl}
   end

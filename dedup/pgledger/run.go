@@ -29,7 +29,8 @@ const failedRecordTimeout = 5 * time.Second
 
 // Run runs work exactly once for key: in one transaction it locks the
 // key's row, returns the stored result if it is done, else runs work and
-// marks the row done. fingerprint "" skips the mismatch check. A work error
+// marks the row done. Another fingerprint is ErrMismatch only for a done
+// row; fingerprint "" skips that check. A work error
 // or panic rolls back the effects and the row alike.
 func (l *Ledger) Run(ctx context.Context, key dedup.Key, fingerprint string, work Work) (Outcome, error) {
 	if l.opts.NoRecord {
@@ -58,10 +59,13 @@ func (l *Ledger) Run(ctx context.Context, key dedup.Key, fingerprint string, wor
 		if err != nil {
 			return fmt.Errorf("pgledger: lock %q: %w", key.String(), err)
 		}
-		if fingerprint != "" && stored != "" && stored != fingerprint {
+		done := state == string(dedup.StateDone)
+		// As in the Redis record: a failed row never blocks a new
+		// incarnation of the key, whose corrected payload is stored below.
+		if done && fingerprint != "" && stored != "" && stored != fingerprint {
 			return fmt.Errorf("%w: %q stored %s, task %s", dedup.ErrMismatch, key.String(), stored, fingerprint)
 		}
-		if state == string(dedup.StateDone) {
+		if done {
 			out.Duplicate, out.Result = true, result
 			return errDuplicate // roll back the no-op update
 		}

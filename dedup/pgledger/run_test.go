@@ -187,6 +187,27 @@ func TestRunMismatch(t *testing.T) {
 	}
 }
 
+// A failed row never blocks the key's next incarnation, with a corrected
+// payload: it runs, and its fingerprint is the one a done row then guards.
+func TestRunFailedRowTakesOtherFingerprint(t *testing.T) {
+	t.Parallel()
+	l, pool := newLedger(t, pgledger.Options{})
+	k := key(t, "incarnation-1")
+	boom := errors.New("declined")
+	if _, err := l.Run(context.Background(), k, "fp-a", func(context.Context, pgx.Tx) ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Fatalf("first incarnation: %v, want its error", err)
+	}
+	if _, err := l.Run(context.Background(), k, "fp-b", insertEffect(k, "")); err != nil {
+		t.Fatalf("next incarnation with a corrected payload: %v", err)
+	}
+	if _, err := l.Run(context.Background(), k, "fp-a", insertEffect(k, "")); !errors.Is(err, dedup.ErrMismatch) {
+		t.Fatalf("the old payload after the done row: %v, want ErrMismatch", err)
+	}
+	if n := effects(t, pool, k.String()); n != 1 {
+		t.Fatalf("%d effect rows, want 1", n)
+	}
+}
+
 // NoRecord is the comparison mode: every run runs.
 func TestRunNoRecordRunsEveryTime(t *testing.T) {
 	t.Parallel()

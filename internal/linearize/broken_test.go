@@ -148,7 +148,7 @@ func (s *brokenStore) Claim(ctx context.Context, k dedup.Key, fp string, lease t
 	err := s.update(ctx, s.key(k), !s.splitClaim, func(now time.Time, m map[string]string) *write {
 		if st := m["st"]; st != "" {
 			switch {
-			case fp != "" && m["fp"] != "" && m["fp"] != fp:
+			case st == "done" && fp != "" && m["fp"] != "" && m["fp"] != fp:
 				c = dedup.Claim{Outcome: dedup.Mismatch, Fingerprint: m["fp"]}
 				return nil
 			case st == "done":

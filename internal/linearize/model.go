@@ -207,11 +207,15 @@ func (s state) failed(cause string) state {
 	return s
 }
 
-// mismatch is the first check of claim.lua: an existing record claimed with
-// another non-empty fingerprint.
-func (s state) mismatch(fp string) bool {
+// other reports a claim with another non-empty fingerprint than the record's.
+func (s state) other(fp string) bool {
 	return s.st != dedup.StateAbsent && fp != "" && s.fp != "" && s.fp != fp
 }
+
+// mismatch is claim.lua's refusal: another fingerprint against a done
+// record. A failed record or an expired lease is taken over by it, a live
+// lease makes it wait.
+func (s state) mismatch(fp string) bool { return s.st == dedup.StateDone && s.other(fp) }
 
 func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 	switch {
@@ -255,9 +259,11 @@ func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 	return n, true
 }
 
-// reenters reports whether the claim comes from the delivery holding s.
+// reenters reports whether the claim comes from the delivery holding s,
+// with its fingerprint.
 func (r Rules) reenters(s state, in Input) bool {
-	return r.Reentrant && s.st == dedup.StateRunning && in.Delivery != "" && in.Delivery == s.dlv
+	return r.Reentrant && s.st == dedup.StateRunning && in.Delivery != "" && in.Delivery == s.dlv &&
+		!s.other(in.Fingerprint)
 }
 
 // acquire is the write claim.lua makes when it grants the key; the caller

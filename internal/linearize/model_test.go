@@ -139,7 +139,32 @@ func TestModel(t *testing.T) {
 		)},
 		{"mismatch reports the stored fingerprint", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 3, 4, fence(Complete, 1, "r"), ok},
+			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Mismatch, Fingerprint: "f"}},
+		)},
+		{"mismatch against a live lease", Rules{}, porcupine.Illegal, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{1, 3, 4, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Mismatch, Fingerprint: "f"}},
+		)},
+		{"another fingerprint waits for a live lease", Rules{}, porcupine.Ok, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{1, 3, 4, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, inProgress(0, 1)},
+		)},
+		{"mismatch against a failed record", Rules{}, porcupine.Illegal, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 3, 4, fence(Release, 1, "boom"), ok},
+			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Mismatch, Fingerprint: "f"}},
+		)},
+		{"a failed record taken over with the new fingerprint", Rules{}, porcupine.Ok, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{0, 3, 4, fence(Release, 1, "boom"), ok},
+			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, acquired(5, 2)},
+			step{1, 7, 8, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StateRunning, Fingerprint: "g",
+				Attempts: 2, Token: (t0 + 5) * 1000, Owner: "c1", LeaseUntil: t0 + 1005}}},
+		)},
+		{"an expired lease taken over with the new fingerprint", Rules{}, porcupine.Ok, history(
+			step{0, 0, 2, claim(0), acquired(1, 1)},
+			step{1, 1500, 1501, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, acquired(1500, 2)},
 		)},
 		{"mismatch on an absent key", Rules{}, porcupine.Illegal, history(
 			step{1, 3, 4, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Mismatch, Fingerprint: "f"}},
