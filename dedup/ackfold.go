@@ -166,31 +166,32 @@ type ackFold struct {
 type pendingComplete struct {
 	h      Hold
 	result []byte
+	ttl    time.Duration // done TTL; 0: the store's
 	timer  *time.Timer
 }
 
 // await parks a finished run's completion for asynq's acknowledgement of
 // the task in ctx. false: no task id in ctx, or a result the store will
 // refuse; the caller completes as usual.
-func (f *ackFold) await(ctx context.Context, h Hold, result []byte) bool {
+func (f *ackFold) await(ctx context.Context, h Hold, result []byte, ttl time.Duration) bool {
 	id, ok := asynq.GetTaskID(ctx)
 	q, ok2 := asynq.GetQueueName(ctx)
 	if !ok || !ok2 || len(result) > f.store.opts.MaxResultBytes {
 		return false
 	}
 	name := q + "\x00" + id
-	p := &pendingComplete{h: h, result: result}
+	p := &pendingComplete{h: h, result: result, ttl: ttl}
 	f.mu.Lock()
 	old := f.pending[name]
 	f.pending[name] = p
 	p.timer = time.AfterFunc(f.wait, func() {
 		if f.take(name, p) {
-			f.m.completeLater(p.h, p.result) // no acknowledgement came
+			f.m.completeLater(p.h, p.result, p.ttl) // no acknowledgement came
 		}
 	})
 	f.mu.Unlock()
 	if old != nil && old.timer.Stop() {
-		f.m.completeLater(old.h, old.result)
+		f.m.completeLater(old.h, old.result, old.ttl)
 	}
 	return true
 }
@@ -213,7 +214,7 @@ func (f *ackFold) flush() {
 	f.mu.Unlock()
 	for _, p := range ps {
 		p.timer.Stop()
-		f.m.completeLater(p.h, p.result)
+		f.m.completeLater(p.h, p.result, p.ttl)
 	}
 }
 
@@ -244,7 +245,11 @@ func (f *ackFold) match(sha string, keys []string, args []any) *pendingComplete 
 // keys and args) as one script, and returns the acknowledgement's reply to
 // asynq as its own script would have.
 func (f *ackFold) send(ctx context.Context, p *pendingComplete, sha string, keys []string, args []any) *redis.Cmd {
-	ckeys, cargs := f.store.completeArgs(p.h, p.result)
+	ttl := p.ttl
+	if ttl == 0 {
+		ttl = f.store.opts.DoneTTL
+	}
+	ckeys, cargs := f.store.completeArgs(p.h, p.result, ttl)
 	v, err := foldScripts[sha].Run(ctx, f.rdb, append(slices.Clip(keys), ckeys...), append(slices.Clip(args), cargs...)...).Slice()
 	acked := redis.NewCmd(ctx)
 	var n int64
@@ -264,7 +269,7 @@ func (f *ackFold) send(ctx context.Context, p *pendingComplete, sha string, keys
 	}
 	f.folded.Add(1)
 	if err = f.store.finish(ctx, OpComplete, OutcomeCompleted, p.h, n, err); err != nil && !errors.Is(err, ErrLeaseLost) {
-		f.m.completeLater(p.h, p.result) // Redis trouble: keep trying while the lease lasts
+		f.m.completeLater(p.h, p.result, p.ttl) // Redis trouble: keep trying while the lease lasts
 	} else {
 		f.m.untrack(p.h)
 	}

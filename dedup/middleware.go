@@ -30,6 +30,9 @@ type TypeOptions struct {
 	// WriteResult copies each result to the task's asynq ResultWriter, so
 	// asynqmon shows it: one more Redis round trip per task. Default: false.
 	WriteResult bool
+	// DoneTTL is how long a done job of this type answers repeats as
+	// duplicates (KeepDoneFor). Default: the store's DoneTTL.
+	DoneTTL time.Duration
 }
 
 // MiddlewareOptions configures NewMiddleware.
@@ -77,6 +80,11 @@ func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
 	}
 	if opts.Lease < time.Millisecond || opts.Heartbeat <= 0 || opts.Heartbeat >= opts.Lease {
 		return nil, fmt.Errorf("dedup: heartbeat %v must be positive and below the lease %v", opts.Heartbeat, opts.Lease)
+	}
+	for typ, o := range opts.Types {
+		if o.DoneTTL != 0 && o.DoneTTL < time.Millisecond {
+			return nil, fmt.Errorf("dedup: type %q: done TTL %v must be 0 (the store's) or at least 1ms", typ, o.DoneTTL)
+		}
 	}
 	m := &Middleware{store: store, opts: opts, active: map[Hold]context.CancelCauseFunc{},
 		keys: map[Key]int{}, finishing: map[Hold]bool{},
@@ -198,7 +206,7 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	m.mu.Lock()
 	m.finishing[h] = true // the effect happened: Shutdown must not release it
 	m.mu.Unlock()
-	if m.fold != nil && m.fold.await(ctx, h, result) {
+	if m.fold != nil && m.fold.await(ctx, h, result, o.DoneTTL) {
 		// asynq's acknowledgement will carry the completion (ackfold.go);
 		// the hold stays tracked, so extended, until it is recorded.
 		handedOff = true
@@ -211,7 +219,7 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	}
 	bg, stop := after() // not before: the fold path needs no timer
 	defer stop()
-	if err := m.complete(bg, h, result); err != nil {
+	if err := m.complete(bg, h, result, o.DoneTTL); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			return nil // another worker took the key over; it decides
 		}
@@ -229,12 +237,14 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 // another delivery run the handler again once the lease ends, so it keeps
 // trying while ctx (the lease) lasts: the hold stays tracked, the heartbeat
 // keeps extending it, and the token fences out anything that comes later.
-func (m *Middleware) complete(ctx context.Context, h Hold, result []byte) error {
+// ttl is the type's done TTL (0: the store's).
+func (m *Middleware) complete(ctx context.Context, h Hold, result []byte, ttl time.Duration) error {
+	keep := KeepDoneFor(ttl)
 	for attempt := 0; ; attempt++ {
-		err := m.store.Complete(ctx, h, result)
+		err := m.store.Complete(ctx, h, result, keep)
 		if errors.Is(err, ErrResultTooLarge) {
 			note := fmt.Appendf(nil, `{"onceq_error":"result of %d bytes not stored"}`, len(result))
-			return m.store.Complete(ctx, h, note)
+			return m.store.Complete(ctx, h, note, keep)
 		}
 		if err == nil || errors.Is(err, ErrLeaseLost) {
 			return err
@@ -265,14 +275,14 @@ func (m *Middleware) untrack(h Hold) {
 
 // completeLater records a finished run in the background, retrying while
 // the lease lasts, then lets the hold go. Shutdown waits for it.
-func (m *Middleware) completeLater(h Hold, result []byte) {
+func (m *Middleware) completeLater(h Hold, result []byte, ttl time.Duration) {
 	m.mu.Lock()
 	m.flights++
 	m.mu.Unlock()
 	go func() {
 		ctx, stop := context.WithTimeout(context.Background(), m.opts.Lease)
 		defer stop()
-		_ = m.complete(ctx, h, result) // the store reports the outcome
+		_ = m.complete(ctx, h, result, ttl) // the store reports the outcome
 		m.untrack(h)
 		m.mu.Lock()
 		if m.flights--; m.flights == 0 && m.landed != nil {

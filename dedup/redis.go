@@ -201,21 +201,25 @@ func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...H
 }
 
 // Complete implements Store.
-func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte) error {
+func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte, opts ...CompleteOption) error {
 	if len(result) > s.opts.MaxResultBytes {
 		return fmt.Errorf("dedup: complete %q: %d bytes over %d: %w",
 			h.Key.String(), len(result), s.opts.MaxResultBytes, ErrResultTooLarge)
 	}
-	keys, args := s.completeArgs(h, result)
+	ttl, err := doneTTL(s.opts.DoneTTL, opts)
+	if err != nil {
+		return fmt.Errorf("dedup: complete %q: %w", h.Key.String(), err)
+	}
+	keys, args := s.completeArgs(h, result, ttl)
 	n, err := finishScript.Run(ctx, s.rdb, keys, args...).Int64()
 	return s.finish(ctx, OpComplete, OutcomeCompleted, h, n, err)
 }
 
 // completeArgs are finish.lua's keys and arguments for a completion, sent
-// alone or with asynq's acknowledgement (ackfold.go).
-func (s *RedisStore) completeArgs(h Hold, result []byte) ([]string, []any) {
+// alone or with asynq's acknowledgement (ackfold.go), kept for ttl.
+func (s *RedisStore) completeArgs(h Hold, result []byte, ttl time.Duration) ([]string, []any) {
 	return []string{recordKey(h.Key)},
-		[]any{holderPrefix(h), "d", time.Now().UnixMilli(), result, s.opts.DoneTTL.Milliseconds()}
+		[]any{holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds()}
 }
 
 // Release implements Store.

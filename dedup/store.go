@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -32,8 +33,9 @@ type Store interface {
 	// Extend pushes the lease of each hold to now+lease; the i-th error is
 	// nil, ErrLeaseLost or a Redis failure for holds[i].
 	Extend(ctx context.Context, lease time.Duration, holds ...Hold) []error
-	// Complete marks the key done with result, kept for the store's done TTL.
-	Complete(ctx context.Context, h Hold, result []byte) error
+	// Complete marks the key done with result, kept for the store's done TTL
+	// unless an option (KeepDoneFor) says otherwise.
+	Complete(ctx context.Context, h Hold, result []byte, opts ...CompleteOption) error
 	// Release marks the run failed; the next Claim may acquire the key at once.
 	Release(ctx context.Context, h Hold, cause string) error
 	// Status reads the record; State is StateAbsent when there is none.
@@ -45,6 +47,34 @@ type Store interface {
 	// Unreserve frees key's window if holder still holds it, e.g. when the
 	// enqueue it guarded failed.
 	Unreserve(ctx context.Context, key Key, holder string) error
+}
+
+// CompleteOption changes one Store.Complete.
+type CompleteOption func(*completion)
+
+type completion struct{ doneTTL time.Duration }
+
+// KeepDoneFor keeps the done record, and so the duplicates it answers, for
+// ttl instead of the store's DoneTTL: a task type whose repeats stop being
+// duplicates sooner or later than the rest (TypeOptions.DoneTTL). 0 keeps
+// the store's DoneTTL.
+func KeepDoneFor(ttl time.Duration) CompleteOption {
+	return func(c *completion) { c.doneTTL = ttl }
+}
+
+// doneTTL is the done TTL opts ask for, def when none does.
+func doneTTL(def time.Duration, opts []CompleteOption) (time.Duration, error) {
+	c := completion{}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.doneTTL == 0:
+		return def, nil
+	case c.doneTTL < time.Millisecond:
+		return 0, fmt.Errorf("done TTL %v below 1ms", c.doneTTL)
+	}
+	return c.doneTTL, nil
 }
 
 // ClaimOutcome says what Claim decided.

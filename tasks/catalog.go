@@ -38,6 +38,10 @@ type Spec[P any] struct {
 	Validate func(P) error
 	// Unique picks the unique window from w. Default: w.Unique.
 	Unique func(w Windows) time.Duration
+	// DoneTTL picks from w how long a done job answers repeats as
+	// duplicates on the worker (dedup.TypeOptions.DoneTTL). Default: the
+	// store's done TTL.
+	DoneTTL func(w Windows) time.Duration
 	// Rules returns the job's time window and rate rule; nil: none.
 	Rules func(p P, w Windows) (window, rate *Rule, err error)
 	// MaxRetry for asynq; 0: asynq's default (25).
@@ -54,6 +58,7 @@ type Kind struct {
 	Type, Queue, Route, KeyRule string
 	HeaderKey, WriteResult      bool
 	volatile                    []string
+	doneTTL                     func(Windows) time.Duration
 	build                       func(payload []byte, explicit string, w Windows) (Job, error)
 	handler                     func(Deps) asynq.Handler
 }
@@ -78,7 +83,7 @@ func Define[P any](s Spec[P]) *Typed[P] {
 	t := &Typed[P]{spec: s}
 	t.kind = &Kind{Type: s.Type, Queue: s.Queue, Route: s.Route, KeyRule: s.KeyRule,
 		HeaderKey: s.SetID != nil, WriteResult: s.WriteResult, volatile: dedup.VolatileFields(zero),
-		handler: s.Handler,
+		handler: s.Handler, doneTTL: s.DoneTTL,
 		build: func(payload []byte, explicit string, w Windows) (Job, error) {
 			var p P
 			if err := Decode(payload, &p); err != nil {
@@ -223,12 +228,16 @@ func (c *Catalog) Register(mux *asynq.ServeMux, d Deps) {
 }
 
 // TypeOptions is the dedup middleware's view of the catalog: volatile fields
-// for tasks enqueued without onceq's headers, and which results are copied to
-// asynq for the dashboard.
+// for tasks enqueued without onceq's headers, which results are copied to asynq for the dashboard, and each type's done
+// TTL under the catalog's windows.
 func (c *Catalog) TypeOptions() map[string]dedup.TypeOptions {
 	m := map[string]dedup.TypeOptions{}
 	for _, k := range c.kinds {
-		m[k.Type] = dedup.TypeOptions{Volatile: k.volatile, WriteResult: k.WriteResult}
+		o := dedup.TypeOptions{Volatile: k.volatile, WriteResult: k.WriteResult}
+		if k.doneTTL != nil {
+			o.DoneTTL = k.doneTTL(c.w)
+		}
+		m[k.Type] = o
 	}
 	return m
 }

@@ -201,7 +201,7 @@ func (s *brokenStore) Extend(ctx context.Context, lease time.Duration, holds ...
 	return errs
 }
 
-func (s *brokenStore) Complete(ctx context.Context, h dedup.Hold, result []byte) error {
+func (s *brokenStore) Complete(ctx context.Context, h dedup.Hold, result []byte, _ ...dedup.CompleteOption) error {
 	return s.fenced(ctx, h, !s.noFence, func(time.Time) write {
 		return write{set: map[string]any{"st": "done", "res": result}, del: []string{"lu", "err"}, ttl: 24 * time.Hour}
 	})
