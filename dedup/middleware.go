@@ -27,6 +27,12 @@ type TypeOptions struct {
 	Namespace string
 	// Volatile paths left out of the fingerprint (see Canonical). Default: none.
 	Volatile []string
+	// Key gives the key and fingerprint of a task that carries none (plain
+	// asynq code enqueued it: no HeaderKey, no key as task id), as the
+	// type's producer would: its key rule, not the content hash. An error
+	// is a bad payload (asynq.SkipRetry). Default: Derive(Namespace,
+	// payload, "", Volatile).
+	Key func(payload []byte) (key Key, fingerprint string, err error)
 	// WriteResult copies each result to the task's asynq ResultWriter, so
 	// asynqmon shows it: one more Redis round trip per task. Default: false.
 	WriteResult bool
@@ -162,6 +168,9 @@ func (m *Middleware) keyOf(ctx context.Context, t *asynq.Task, o TypeOptions) (K
 	}
 	if k, fp, ok, err := TaskKey(ctx, t, ns); ok {
 		return k, fp, err
+	}
+	if o.Key != nil {
+		return o.Key(t.Payload())
 	}
 	return Derive(ns, t.Payload(), "", o.Volatile)
 }

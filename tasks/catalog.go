@@ -227,19 +227,33 @@ func (c *Catalog) Register(mux *asynq.ServeMux, d Deps) {
 	}
 }
 
-// TypeOptions is the dedup middleware's view of the catalog: volatile fields
-// for tasks enqueued without onceq's headers, which results are copied to asynq for the dashboard, and each type's done
+// TypeOptions is the dedup middleware's view of the catalog: the key rule
+// and volatile fields for tasks enqueued without onceq's headers (plain
+// asynq code gets the key the Producer would give: a payment's payment_id,
+// not its content hash; a payload the catalog refuses is a bad payload),
+// which results are copied to asynq for the dashboard, and each type's done
 // TTL under the catalog's windows.
 func (c *Catalog) TypeOptions() map[string]dedup.TypeOptions {
 	m := map[string]dedup.TypeOptions{}
 	for _, k := range c.kinds {
-		o := dedup.TypeOptions{Volatile: k.volatile, WriteResult: k.WriteResult}
+		o := dedup.TypeOptions{Volatile: k.volatile, WriteResult: k.WriteResult, Key: c.keyRule(k)}
 		if k.doneTTL != nil {
 			o.DoneTTL = k.doneTTL(c.w)
 		}
 		m[k.Type] = o
 	}
 	return m
+}
+
+// keyRule is k's key and fingerprint of a raw payload, as Build gives them.
+func (c *Catalog) keyRule(k *Kind) func([]byte) (dedup.Key, string, error) {
+	return func(payload []byte) (dedup.Key, string, error) {
+		j, err := k.build(payload, "", c.w)
+		if err != nil {
+			return dedup.Key{}, "", err
+		}
+		return j.Key, j.Fingerprint, nil
+	}
 }
 
 // Decode strictly decodes one JSON payload into v: invalid UTF-8, duplicate

@@ -1,0 +1,131 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/tasks"
+)
+
+// countingGateway charges nothing and counts the charges asked for.
+type countingGateway struct{ n atomic.Int64 }
+
+func (g *countingGateway) Charge(_ context.Context, key string, p tasks.Payment) (tasks.Charge, error) {
+	g.n.Add(1)
+	return tasks.Charge{ChargeID: "ch_" + key, Status: "succeeded", Amount: p.Amount, Currency: p.Currency}, nil
+}
+
+// A payment enqueued by plain asynq code (no onceq task id, no key header)
+// gets the key the Producer gives the same payment: its payment_id. So it
+// and the Producer's job run the handler once in total.
+func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	dups := make(chan dedup.Key, 4)
+	store, err := dedup.NewRedisStore(rdb, dedup.Options{Observer: func(_ context.Context, d dedup.Decision) {
+		if d.Op == dedup.OpClaim && d.Outcome == dedup.OutcomeDuplicate {
+			dups <- d.Key
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Types: catalog.TypeOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	ran := make(chan struct{}, 4)
+	mux := asynq.NewServeMux()
+	mux.Use(mw.Wrap, func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			runs.Add(1)
+			defer func() { ran <- struct{}{} }()
+			return next.ProcessTask(ctx, t)
+		})
+	})
+	gw := &countingGateway{}
+	catalog.Register(mux, tasks.Deps{Gateway: gw})
+	srv := asynq.NewServerFromRedisClient(rdb, dedup.ServerConfig(asynq.Config{Concurrency: 2,
+		Queues:            map[string]int{tasks.QueueCritical: 1, tasks.QueueDefault: 1},
+		TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel}))
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		mw.Shutdown(context.Background())
+	})
+
+	p := tasks.Payment{PaymentID: "pmt-plain-1", Account: "acct-1", Amount: 500, Currency: "EUR"}
+	payload := []byte(`{"payment_id":"pmt-plain-1","account":"acct-1","amount":500,"currency":"EUR"}`)
+	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask(tasks.TypePayment, payload)); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ran, "the plain asynq task to run")
+	j, err := tasks.NewPayment(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tasks.NewProducer(rdb, store, tasks.ProducerOptions{}).Enqueue(ctx, j)
+	if err != nil || out.Decision != tasks.Enqueued {
+		t.Fatalf("producer: %+v %v; want enqueued (asynq holds no task of that id)", out, err)
+	}
+	select {
+	case k := <-dups:
+		if k != j.Key {
+			t.Fatalf("duplicate under %v, want %v", k, j.Key)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the producer's job was never answered as a duplicate; handler runs %d", runs.Load())
+	}
+	if runs.Load() != 1 || gw.n.Load() != 1 {
+		t.Fatalf("handler ran %d times, gateway charged %d; want 1 and 1", runs.Load(), gw.n.Load())
+	}
+}
+
+func wait(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// A plain payload the catalog refuses is a bad payload at the middleware:
+// the handler never runs, asynq archives it.
+func TestPlainAsynqEnqueueInvalidIsBadPayload(t *testing.T) {
+	t.Parallel()
+	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Types: catalog.TypeOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mw.Shutdown(context.Background()) })
+	runs := 0
+	h := mw.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs++; return nil }))
+	bad := asynq.NewTask(tasks.TypePayment, []byte(`{"payment_id":"pmt-bad","account":"a","amount":0,"currency":"EUR"}`))
+	if err := h.ProcessTask(context.Background(), bad); !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, tasks.ErrInvalid) || runs != 0 {
+		t.Fatalf("invalid plain payment: %v, handler runs %d; want a skip-retry ErrInvalid and no run", err, runs)
+	}
+}
