@@ -94,8 +94,10 @@
 // effect happens once" provided: the handler is done when Complete succeeds;
 // a crash after the side effect but before Complete lets the next delivery run
 // the handler again once the lease ends, so handlers pass the key (from
-// KeyFromContext) downstream as an idempotency key or Message-ID, where the
-// downstream deduplicates. Redis is the source of truth: on a failover that
+// DownstreamKey) downstream as an idempotency key or Message-ID, where the
+// downstream deduplicates. Retries of one incarnation share that key; the
+// next incarnation (HeaderIncarnation "2", after a job failed for good) gets
+// "key#2", so the downstream does not replay the answer that failed. Redis is the source of truth: on a failover that
 // loses acknowledged writes (asynchronous replication), a claim or completion
 // can be lost and a job can run twice; run Redis with AOF and noeviction.
 package dedup

@@ -106,8 +106,9 @@ func WithKey(ctx context.Context, k Key) context.Context {
 }
 
 // KeyFromContext returns the idempotency key the middleware claimed for this
-// handler. Handlers pass it downstream (SMTP Message-ID, a gateway's
-// Idempotency-Key) so a crash between the effect and Complete does not double it.
+// handler. Handlers pass DownstreamKey, which adds the incarnation, downstream
+// (SMTP Message-ID, a gateway's Idempotency-Key) so a crash between the
+// effect and Complete does not double it.
 func KeyFromContext(ctx context.Context) (Key, bool) {
 	k, ok := ctx.Value(ctxKey{}).(Key)
 	return k, ok

@@ -104,6 +104,10 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		topts := m.opts.Types[t.Type()]
 		k, fp, err := m.keyOf(ctx, t, topts)
+		n := 1
+		if err == nil {
+			n, err = Incarnation(t)
+		}
 		if err != nil {
 			m.opts.Observer(ctx, Decision{Op: OpClaim, Key: Key{Namespace: t.Type()}, Outcome: OutcomeBadPayload, Reason: err.Error()})
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
@@ -127,7 +131,7 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 		case Mismatch:
 			return fmt.Errorf("%w: %q stored %s, task %s: %w", ErrMismatch, k.String(), c.Fingerprint, fp, asynq.SkipRetry)
 		}
-		return m.run(ctx, c.Hold, t, topts, next)
+		return m.run(WithIncarnation(ctx, n), c.Hold, t, topts, next)
 	})
 }
 

@@ -19,7 +19,7 @@ func TestKillNineMidHandler(t *testing.T) {
 	r := newRig(t)
 	pay := r.payment("kill-pay-1", 1999)
 	mail := r.email("kill-mail-1", "held@example.com")
-	payKey, msgID := pay.Key.String(), tasks.MessageID(mail.Key)
+	payKey, msgID := pay.Key.String(), tasks.MessageID(mail.Key.String())
 	stall := r.gw.Stall(payKey, &Stall{AfterCharge: true, HonourCancel: true})
 	hold := r.smtp.Hold("held@example.com", &Hold{})
 

@@ -160,7 +160,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 		if rec := r.status(j.Key); rec.Attempts > 1 {
 			calls := fmt.Sprintf("%d gateway calls", r.gw.Posts(j.Key.String()))
 			if j.Task.Type() == tasks.TypeEmail {
-				calls = fmt.Sprintf("%d messages", r.smtp.Count(tasks.MessageID(j.Key)))
+				calls = fmt.Sprintf("%d messages", r.smtp.Count(tasks.MessageID(j.Key.String())))
 			}
 			reruns = append(reruns, fmt.Sprintf("%s (%d claims, %s)", j.Key, rec.Attempts, calls))
 		}
@@ -172,7 +172,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 			}
 		case tasks.TypeEmail:
 			emails++
-			if n := r.smtp.Count(tasks.MessageID(j.Key)); n != 1 {
+			if n := r.smtp.Count(tasks.MessageID(j.Key.String())); n != 1 {
 				t.Errorf("%s delivered %d times, want 1", j.Key, n)
 			}
 		}

@@ -182,7 +182,7 @@ type countingPeers struct{ r *rig }
 
 func (c countingPeers) vars() map[string]string { return map[string]string{} }
 func (c countingPeers) charges(k dedup.Key) int { return c.r.gw.Charges(k.String()) }
-func (c countingPeers) emails(k dedup.Key) int  { return c.r.smtp.Count(tasks.MessageID(k)) }
+func (c countingPeers) emails(k dedup.Key) int  { return c.r.smtp.Count(tasks.MessageID(k.String())) }
 func (c countingPeers) totals() (int, int)      { return c.r.gw.Total(), c.r.smtp.Total() }
 
 // clientPeers are stripe-mock behind a recording proxy and Mailpit: every
@@ -205,7 +205,7 @@ func (c clientPeers) vars() map[string]string {
 func (c clientPeers) charges(k dedup.Key) int {
 	return c.stripe.Posts("/v1/payment_intents", k.String())
 }
-func (c clientPeers) emails(k dedup.Key) int { return c.mail.Count(c.t, tasks.MessageID(k)) }
+func (c clientPeers) emails(k dedup.Key) int { return c.mail.Count(c.t, tasks.MessageID(k.String())) }
 func (c clientPeers) totals() (int, int) {
 	return len(c.stripe.Requests()), len(c.mail.Messages(c.t))
 }

@@ -44,13 +44,40 @@ func TestTaskLog(t *testing.T) {
 			info := entries[0]
 			f := info.ContextMap()
 			if info.Level != zapcore.InfoLevel || f["type"] != "email:send" || f["key"] != "email:send/w-1" ||
-				f["outcome"] != "ok" || f["attempt"] != int64(1) || f["duration"] == nil {
+				f["outcome"] != "ok" || f["attempt"] != int64(1) || f["incarnation"] != int64(1) || f["duration"] == nil {
 				t.Fatalf("info line %+v %v", info.Entry, f)
 			}
 		}
 		warn := entries[len(entries)-1]
 		if f := warn.ContextMap(); warn.Level != zapcore.WarnLevel || f["outcome"] != "error" || f["error"] != "smtp down" {
 			t.Fatalf("failure line %+v %v", warn.Entry, f)
+		}
+	}
+}
+
+// The incarnation comes from the middleware's context, else the header.
+func TestTaskLogIncarnation(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := observe.TaskLog(zap.New(core), true)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	hdr := func(v string) map[string]string {
+		return map[string]string{dedup.HeaderKey: "payment:charge/pmt-1", dedup.HeaderIncarnation: v}
+	}
+	for _, tt := range []struct {
+		ctx  context.Context
+		task *asynq.Task
+		want int64
+	}{
+		{context.Background(), asynq.NewTaskWithHeaders("payment:charge", nil, hdr("3")), 3},
+		{dedup.WithIncarnation(context.Background(), 2), asynq.NewTaskWithHeaders("payment:charge", nil, hdr("3")), 2},
+		{context.Background(), asynq.NewTaskWithHeaders("payment:charge", nil, hdr("x")), 0},
+	} {
+		if err := h.ProcessTask(tt.ctx, tt.task); err != nil {
+			t.Fatal(err)
+		}
+		entries := logs.TakeAll()
+		if len(entries) != 1 || entries[0].ContextMap()["incarnation"] != tt.want {
+			t.Errorf("%v: %+v, want incarnation %d", tt.task.Headers(), entries, tt.want)
 		}
 	}
 }

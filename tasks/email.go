@@ -77,11 +77,13 @@ var Emails = builtinKind(Define(Spec[Email]{
 // NewEmail validates e and returns its Job under the default windows.
 func NewEmail(e Email) (Job, error) { return Emails.Job(e, "", Windows{}) }
 
-// MessageID is the Message-ID onceq gives the email of key. It depends on the
-// key only, so a redelivered job sends the same Message-ID and a receiving
-// MTA or the outbox can drop the copy.
-func MessageID(key dedup.Key) string {
-	sum := sha256.Sum256([]byte(key.String()))
+// MessageID is the Message-ID onceq gives the email of a downstream key
+// (dedup.Key.Downstream: the key and its incarnation). It depends on that
+// only, so a redelivered job sends the same Message-ID and a receiving MTA
+// or the outbox can drop the copy, while the next incarnation of an email
+// that failed for good is a new message.
+func MessageID(downstream string) string {
+	sum := sha256.Sum256([]byte(downstream))
 	return "<" + hex.EncodeToString(sum[:])[:32] + "@onceq>"
 }
 
@@ -126,6 +128,6 @@ func (h EmailHandler) process(ctx context.Context, t *asynq.Task) (EmailResult, 
 		}
 		return EmailResult{}, err
 	}
-	logger(h.Log).Debug("email sent", zap.String("key", key.String()), zap.String("message_id", msg.MessageID))
+	logger(h.Log).Debug("email sent", zap.String("key", key), zap.String("message_id", msg.MessageID))
 	return EmailResult{MessageID: msg.MessageID, To: e.To}, nil
 }

@@ -132,11 +132,11 @@ func TestMessageID(t *testing.T) {
 	t.Parallel()
 	k1, _ := dedup.NewKey(TypeEmail, "a")
 	k2, _ := dedup.NewKey(TypeEmail, "b")
-	id := MessageID(k1)
+	id := MessageID(k1.String())
 	if !regexp.MustCompile(`^<[0-9a-f]{32}@onceq>$`).MatchString(id) {
 		t.Errorf("MessageID = %q, want <32 hex@onceq>", id)
 	}
-	if MessageID(k1) != id || MessageID(k2) == id {
+	if MessageID(k1.String()) != id || MessageID(k2.String()) == id {
 		t.Errorf("MessageID is not a function of the key alone")
 	}
 	if _, err := mail.ParseAddress("x " + id); err != nil {
@@ -167,7 +167,7 @@ func TestEmailHandlerSendsWithKeyDerivedMessageID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		want := MessageID(tt.key)
+		want := MessageID(tt.key.String())
 		if res.MessageID != want || res.To != "bob@example.com" {
 			t.Errorf("%s: result %+v, want message_id %s", tt.name, res, want)
 		}

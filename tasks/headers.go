@@ -113,14 +113,32 @@ func permanent(err error) error {
 	return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 }
 
-// taskKey returns the idempotency key to pass downstream: the one the
-// middleware claimed; outside the middleware, the one the producer put on
-// the task (task id or header); else the one the constructor would derive.
-// So the downstream key is the same however the handler is run.
-func taskKey(ctx context.Context, t *asynq.Task, explicit string, volatile []string) (dedup.Key, error) {
-	if k, ok := dedup.KeyFromContext(ctx); ok {
-		return k, nil
+// taskKey returns the key to pass downstream (dedup.Key.Downstream): the
+// key the middleware claimed; outside the middleware, the one the producer
+// put on the task (task id or header); else the one the constructor would
+// derive; with the incarnation the middleware read, else the task's
+// HeaderIncarnation. So the downstream key is the same however the handler
+// is run: one per incarnation, kept by its retries.
+func taskKey(ctx context.Context, t *asynq.Task, explicit string, volatile []string) (string, error) {
+	k, ok := dedup.KeyFromContext(ctx)
+	if !ok {
+		var err error
+		if k, err = ownKey(ctx, t, explicit, volatile); err != nil {
+			return "", err
+		}
 	}
+	n, ok := dedup.IncarnationFromContext(ctx)
+	if !ok {
+		var err error
+		if n, err = dedup.Incarnation(t); err != nil {
+			return "", permanent(fmt.Errorf("tasks: %s: %w: %w", t.Type(), ErrInvalid, err))
+		}
+	}
+	return k.Downstream(n), nil
+}
+
+// ownKey is the key of t read or derived without the middleware.
+func ownKey(ctx context.Context, t *asynq.Task, explicit string, volatile []string) (dedup.Key, error) {
 	// A header from another namespace could steer the downstream key onto
 	// another task's effects; ignore it and derive instead.
 	if k, _, ok, err := dedup.TaskKey(ctx, t, t.Type()); ok && err == nil && k.Namespace == t.Type() {

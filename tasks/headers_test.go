@@ -37,7 +37,7 @@ func TestTaskKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		k, err := taskKey(tt.ctx, tt.task, "s:e", []string{"attempt"})
-		if err != nil || k.String() != tt.want {
+		if err != nil || k != tt.want {
 			t.Errorf("%s: taskKey = %v, %v; want %s", tt.name, k, err, tt.want)
 		}
 	}

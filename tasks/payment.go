@@ -122,8 +122,10 @@ func paymentRateKey(p Payment) (dedup.Key, error) {
 }
 
 // PaymentHandler charges TypePayment tasks through Gateway, passing the
-// idempotency key as the gateway's Idempotency-Key: a redelivered task gets
-// the original charge back instead of a second one.
+// downstream key (the idempotency key and its incarnation) as the gateway's
+// Idempotency-Key: a redelivered task gets the original charge back instead
+// of a second one, and the next incarnation of a payment that failed for
+// good is a new request, not a replay of the decline.
 type PaymentHandler struct {
 	Gateway Gateway
 	Log     *zap.Logger
@@ -149,11 +151,11 @@ func (h PaymentHandler) process(ctx context.Context, t *asynq.Task) (Charge, err
 	if h.Gateway == nil {
 		return Charge{}, errors.New("tasks: payment handler has no Gateway")
 	}
-	c, err := h.Gateway.Charge(ctx, key.String(), p)
+	c, err := h.Gateway.Charge(ctx, key, p)
 	if err != nil {
 		return Charge{}, err
 	}
-	logger(h.Log).Debug("payment charged", zap.String("key", key.String()),
+	logger(h.Log).Debug("payment charged", zap.String("key", key),
 		zap.String("charge_id", c.ChargeID), zap.Bool("replayed", c.Replayed))
 	return c, nil
 }

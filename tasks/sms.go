@@ -75,7 +75,8 @@ type SMSResult struct {
 	File      string `json:"file"`
 }
 
-// SMSHandler "sends" by writing one JSON file per idempotency key to Dir,
+// SMSHandler "sends" by writing one JSON file per downstream key (the
+// idempotency key and its incarnation) to Dir,
 // created exclusively: a redelivery after a crash finds the file and does
 // not send again, like a gateway that deduplicates by key.
 type SMSHandler struct {
@@ -100,7 +101,7 @@ func (h SMSHandler) process(ctx context.Context, t *asynq.Task) (SMSResult, erro
 	if err != nil {
 		return SMSResult{}, err
 	}
-	sum := sha256.Sum256([]byte(key.String()))
+	sum := sha256.Sum256([]byte(key))
 	res := SMSResult{MessageID: hex.EncodeToString(sum[:16]), To: m.To}
 	res.File = filepath.Join(h.Dir, res.MessageID+".json")
 	if err := os.MkdirAll(h.Dir, 0o750); err != nil {
@@ -109,10 +110,10 @@ func (h SMSHandler) process(ctx context.Context, t *asynq.Task) (SMSResult, erro
 	b, _ := json.Marshal(struct {
 		Key string `json:"key"`
 		SMS
-	}{key.String(), m})
+	}{key, m})
 	f, err := os.OpenFile(res.File, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if errors.Is(err, fs.ErrExist) {
-		logger(h.Log).Debug("sms already in the outbox", zap.String("key", key.String()))
+		logger(h.Log).Debug("sms already in the outbox", zap.String("key", key))
 		return res, nil
 	}
 	if err != nil {
@@ -128,6 +129,6 @@ func (h SMSHandler) process(ctx context.Context, t *asynq.Task) (SMSResult, erro
 		os.Remove(res.File) // a half-written message must not count as sent
 		return SMSResult{}, err
 	}
-	logger(h.Log).Debug("sms written", zap.String("key", key.String()), zap.String("file", res.File))
+	logger(h.Log).Debug("sms written", zap.String("key", key), zap.String("file", res.File))
 	return res, nil
 }

@@ -123,7 +123,7 @@ func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResu
 	if err != nil {
 		return WebhookResult{}, err
 	}
-	log := logger(h.Log).With(zap.String("key", key.String()), zap.String("event_type", wh.Type))
+	log := logger(h.Log).With(zap.String("key", key), zap.String("event_type", wh.Type))
 	switch wh.Type {
 	case EventUserCreated:
 		return h.userCreated(ctx, wh, log)

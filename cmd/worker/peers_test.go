@@ -154,7 +154,7 @@ func TestEmailThroughSMTPOnce(t *testing.T) {
 	for _, id := range ids {
 		e.waitTask(t, j.Queue, id, asynq.TaskStateCompleted)
 	}
-	want := tasks.MessageID(j.Key)
+	want := tasks.MessageID(j.Key.String())
 	msgs := mp.Messages(t)
 	if len(msgs) != 1 || mp.Count(t, want) != 1 {
 		t.Fatalf("Mailpit has %d messages, %d with %s; want 1, 1: %+v", len(msgs), mp.Count(t, want), want, msgs)

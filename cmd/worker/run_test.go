@@ -190,7 +190,7 @@ func TestSameEmailTwiceOneSend(t *testing.T) {
 	if n := outboxCount(t, cfg["ONCEQ_OUTBOX_DIR"]); n != 1 {
 		t.Fatalf("%d emails sent, want 1", n)
 	}
-	if string(info.Result) != string(rec.Result) || !strings.Contains(string(rec.Result), tasks.MessageID(j.Key)) {
+	if string(info.Result) != string(rec.Result) || !strings.Contains(string(rec.Result), tasks.MessageID(j.Key.String())) {
 		t.Fatalf("replayed result %q, stored %q", info.Result, rec.Result)
 	}
 	if r, _ := e.store.Status(context.Background(), j.Key); r.Attempts != 1 {

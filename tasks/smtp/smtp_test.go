@@ -22,7 +22,7 @@ import (
 func testMessage(to string) tasks.Message {
 	k, _ := dedup.NewKey(tasks.TypeEmail, "welcome-1")
 	return tasks.Message{
-		MessageID: tasks.MessageID(k),
+		MessageID: tasks.MessageID(k.String()),
 		From:      "Sender <sender@example.com>",
 		To:        to,
 		Subject:   "Grüße from onceq",

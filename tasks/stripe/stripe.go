@@ -1,7 +1,9 @@
 // Package stripe charges onceq payments through Stripe's API with the
 // official client (github.com/stripe/stripe-go): one confirmed PaymentIntent
-// per onceq idempotency key, the key sent as Stripe's Idempotency-Key, so a
-// redelivered task gets the first PaymentIntent back instead of a second one.
+// per onceq downstream key (the idempotency key and its incarnation), sent
+// as Stripe's Idempotency-Key, so a redelivered task gets the first
+// PaymentIntent back instead of a second one, and the next incarnation of a
+// payment that failed for good asks again instead of replaying the decline.
 //
 // Stripe's error classes map onto onceq's: card and invalid-request errors
 // are refusals that no retry changes (the task is archived, its record says

@@ -3,6 +3,7 @@ package stripe
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/tasks"
 )
@@ -162,5 +164,28 @@ func TestNewNeedsAKey(t *testing.T) {
 	g := newGateway(t, "http://127.0.0.1:1")
 	if _, err := g.Charge(context.Background(), "", payment("pm_card_visa")); !errors.Is(err, tasks.ErrInvalid) {
 		t.Errorf("Charge without a key = %v, want ErrInvalid", err)
+	}
+}
+
+// The payment handler sends Stripe the downstream key: the next incarnation
+// of a payment that failed for good is a new PaymentIntent (key#2), not
+// Stripe's replay of the decline.
+func TestHandlerSendsIncarnationKey(t *testing.T) {
+	t.Parallel()
+	peer := peertest.NewStripePeer(t, peertest.StripeMock(t))
+	h := tasks.PaymentHandler{Gateway: newGateway(t, peer.URL)}
+	j, err := tasks.NewPayment(payment("pm_card_visa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := map[string]string{dedup.HeaderIncarnation: "2"}
+	maps.Copy(hdr, j.Task.Headers())
+	if err := h.ProcessTask(context.Background(), asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), hdr)); err != nil {
+		t.Fatal(err)
+	}
+	reqs := peer.Requests()
+	const want = "payment:charge/pay_1#2"
+	if len(reqs) != 1 || reqs[0].IdempotencyKey != want || reqs[0].Form.Get("metadata[onceq_key]") != want {
+		t.Fatalf("requests %+v; want one with Idempotency-Key and onceq_key %q", reqs, want)
 	}
 }

@@ -1,0 +1,84 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/hibiken/asynq"
+)
+
+// ErrBadIncarnation is wrapped by Incarnation for a HeaderIncarnation that
+// is not a positive decimal integer. The middleware treats it as a bad
+// payload (asynq.SkipRetry): guessing 1 would hand the downstream the key of
+// the first incarnation, whose cached answer (a gateway's decline) a new
+// incarnation exists to escape.
+var ErrBadIncarnation = errors.New("dedup: bad incarnation header")
+
+// maxIncarnationDigits keeps the number well inside an int on every platform.
+const maxIncarnationDigits = 9
+
+// Incarnation is the life of its key that t belongs to, from
+// HeaderIncarnation: 1 when the header is absent, else its value, which must
+// be a positive decimal integer without sign, spaces or leading zeros.
+func Incarnation(t *asynq.Task) (int, error) {
+	v, ok := t.Headers()[HeaderIncarnation]
+	if !ok {
+		return 1, nil
+	}
+	if v == "" || len(v) > maxIncarnationDigits || v[0] < '1' || v[0] > '9' ||
+		strings.Trim(v, "0123456789") != "" {
+		return 0, fmt.Errorf("%w: %s %.20q is not a positive integer", ErrBadIncarnation, HeaderIncarnation, v)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q: %v", ErrBadIncarnation, HeaderIncarnation, v, err)
+	}
+	return n, nil
+}
+
+// Downstream is the key handlers pass downstream (a gateway's
+// Idempotency-Key, a Message-ID) for incarnation n of k: k.String() for the
+// first, "namespace/id#n" from the second on, so a new incarnation is a new
+// request to the downstream and not a replay of the one that failed for
+// good (payment:charge/pmt-1#2). Retries within one incarnation share it.
+// An id that itself contains '#' always carries its incarnation
+// ("ns/a#2#1"), so no other key and incarnation can spell the same string.
+func (k Key) Downstream(n int) string {
+	if n <= 1 && !strings.Contains(k.ID, "#") {
+		return k.String()
+	}
+	return k.String() + "#" + strconv.Itoa(max(n, 1))
+}
+
+type incarnationKey struct{}
+
+// WithIncarnation returns a context carrying the incarnation of the job
+// being run; the middleware sets it beside WithKey.
+func WithIncarnation(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, incarnationKey{}, n)
+}
+
+// IncarnationFromContext returns the incarnation the middleware read from
+// the task it runs (HeaderIncarnation; 1 when absent).
+func IncarnationFromContext(ctx context.Context) (int, bool) {
+	n, ok := ctx.Value(incarnationKey{}).(int)
+	return n, ok
+}
+
+// DownstreamKey is the key the handler in ctx passes downstream: the
+// claimed key's Downstream for its incarnation (1 when ctx names none).
+// false when ctx carries no key (the handler runs outside the middleware).
+func DownstreamKey(ctx context.Context) (string, bool) {
+	k, ok := KeyFromContext(ctx)
+	if !ok {
+		return "", false
+	}
+	n, ok := IncarnationFromContext(ctx)
+	if !ok {
+		n = 1
+	}
+	return k.Downstream(n), true
+}
