@@ -13,8 +13,8 @@ import (
 )
 
 // TaskLog is an asynq middleware that logs one line per finished run: type,
-// key, incarnation (of the key: 2 and up after a job failed for good; 0 for
-// an unreadable header), outcome, attempt and duration, at info when the run succeeded (only
+// key, outcome, attempt, incarnation (of the key: 2 and up after a job
+// failed for good; 0 for an unreadable header) and duration, at info when the run succeeded (only
 // if every is true: ONCEQ_TASK_LOG) and at warn with the error when it did
 // not. Put it inside the dedup middleware: duplicates never run and are
 // logged as decisions instead. Payloads are never logged.
@@ -36,7 +36,7 @@ func TaskLog(log *zap.Logger, every bool) asynq.MiddlewareFunc {
 					return
 				}
 				fields := []zap.Field{zap.String("type", t.Type()), zap.String("key", taskKey(ctx, t)),
-					zap.Int("incarnation", incarnation(ctx, t)), zap.String("outcome", outcome), zap.Int("attempt", attempt(ctx)),
+					zap.String("outcome", outcome), zap.Int("attempt", attempt(ctx)), zap.Int("incarnation", incarnation(ctx, t)),
 					zap.Duration("duration", time.Since(start))}
 				if err != nil {
 					fields = append(fields, zap.Error(err))
