@@ -9,9 +9,10 @@
 //
 // One record per key (porcupine checks keys separately): absent, running
 // (owner, fencing token, lease), done (result) or failed (cause), with the
-// rules of dedup/doc.go and the Lua scripts: a fingerprint mismatch wins,
-// then done answers Duplicate, a live lease InProgress with its owner and
-// end, anything else is acquired with attempt+1 and a token above every
+// rules of dedup/doc.go and the Lua scripts: done answers Mismatch to
+// another fingerprint and Duplicate to the same, a live lease InProgress
+// with its owner and end (whatever the fingerprint), anything else is
+// acquired, storing the claim's fingerprint, with attempt+1 and a token above every
 // earlier one and at or above the claiming worker's clock in µs at the call
 // (the clients run in the recording process, so that is the history's
 // clock); Extend, Complete and Release succeed exactly for the current
