@@ -60,9 +60,13 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 	if j.Task == nil || j.Task.Type() != typ {
 		t.Fatalf("task = %v, want type %s", j.Task, typ)
 	}
-	if j.Queue != queue || j.Unique != DefaultUniqueWindow || j.Key.Namespace != typ || j.Fingerprint == "" {
+	unique := DefaultUniqueWindow
+	if typ == TypeScan {
+		unique = DefaultFileScanWindow // a scan's unique window is its scan window
+	}
+	if j.Queue != queue || j.Unique != unique || j.Key.Namespace != typ || j.Fingerprint == "" {
 		t.Errorf("job queue=%q unique=%v key=%v fp=%q; want %s, %v, namespace %s, a fingerprint",
-			j.Queue, j.Unique, j.Key, j.Fingerprint, queue, DefaultUniqueWindow, typ)
+			j.Queue, j.Unique, j.Key, j.Fingerprint, queue, unique, typ)
 	}
 	h := j.Task.Headers()
 	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
