@@ -33,6 +33,14 @@ type Scan struct {
 	RequestID string `json:"request_id,omitempty" dedup:"volatile"`
 }
 
+// prepare sets the default mode; the handler runs it too, for tasks
+// enqueued past the catalog.
+func (s *Scan) prepare() {
+	if s.Mode == "" {
+		s.Mode = ModeMalware
+	}
+}
+
 func (s Scan) validate() error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, ErrInvalid}, a...)...)
@@ -61,14 +69,10 @@ func (s Scan) validate() error {
 // same scan twice is a duplicate while a malware and a full scan of one path
 // are two jobs; a FileID adds the file scan window across modes.
 var Scans = builtinKind(Define(Spec[Scan]{
-	Type:    TypeScan,
-	Route:   "scans",
-	KeyRule: "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
-	Prepare: func(s *Scan) {
-		if s.Mode == "" {
-			s.Mode = ModeMalware
-		}
-	},
+	Type:     TypeScan,
+	Route:    "scans",
+	KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
+	Prepare:  (*Scan).prepare,
 	Validate: Scan.validate,
 	Rules: func(s Scan, w Windows) (*Rule, *Rule, error) {
 		if s.FileID == "" {
@@ -105,9 +109,7 @@ func (h ScanHandler) process(ctx context.Context, t *asynq.Task) (ScanResult, er
 	if err := decodePayload(t, &s); err != nil {
 		return ScanResult{}, err
 	}
-	if s.Mode == "" {
-		s.Mode = ModeMalware
-	}
+	s.prepare()
 	if err := s.validate(); err != nil {
 		return ScanResult{}, permanent(err)
 	}
