@@ -149,3 +149,29 @@ func TestWebhookKeyReusedForAnotherEvent(t *testing.T) {
 		t.Fatalf("%d tasks, want 1", n)
 	}
 }
+
+// An event its route cannot use is refused at the door, before its event id
+// is taken: the corrected resend of the same event is accepted, where a 202
+// for the bad one would have had the worker archive it and the id refuse the
+// fix for the unique window.
+func TestWebhookInvalidDataRefusedThenCorrectedAccepted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bad := `{"id":"evt_fix","type":"user.created","data":{"email":"ada@example.com"}}`
+	p := problem(t, e.webhook(bad, "delivery-fix"), http.StatusUnprocessableEntity)
+	if p.Type != api.ProblemType+"invalid-payload" || !strings.Contains(p.Detail, "user_id") {
+		t.Fatalf("problem %+v, want invalid-payload naming user_id", p)
+	}
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks after a refused event, want 0", n)
+	}
+	e.advance(time.Second)
+	fixed := `{"id":"evt_fix","type":"user.created","data":{"user_id":"u1","email":"ada@example.com"}}`
+	a := accepted(t, e.webhook(fixed, "delivery-fix"), http.StatusAccepted)
+	if a.Decision != tasks.Enqueued || a.Key != "webhook:process/"+source+":evt_fix" {
+		t.Fatalf("corrected resend: %+v", a)
+	}
+	// Event types no route takes are acknowledged by the worker, so their data
+	// is not the door's business.
+	accepted(t, e.webhook(`{"id":"evt_other","type":"invoice.paid","data":[1]}`, "delivery-other"), http.StatusAccepted)
+}

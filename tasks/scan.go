@@ -34,6 +34,14 @@ type Scan struct {
 	RequestID string `json:"request_id,omitempty" dedup:"volatile"`
 }
 
+// prepare sets the default mode; the handler runs it too, for tasks
+// enqueued past the catalog.
+func (s *Scan) prepare() {
+	if s.Mode == "" {
+		s.Mode = ModeMalware
+	}
+}
+
 func (s Scan) validate() error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, ErrInvalid}, a...)...)
@@ -64,16 +72,12 @@ func (s Scan) validate() error {
 // (a file changes; the seed's rule), so the scan window is also its unique
 // window; a FileID adds the same window across modes.
 var Scans = builtinKind(Define(Spec[Scan]{
-	Type:    TypeScan,
-	Route:   "scans",
-	KeyRule: "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
-	Unique:  func(w Windows) time.Duration { return w.FileScan },
-	Window:  func(w Windows) time.Duration { return w.FileScan },
-	Prepare: func(s *Scan) {
-		if s.Mode == "" {
-			s.Mode = ModeMalware
-		}
-	},
+	Type:     TypeScan,
+	Route:    "scans",
+	KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
+	Unique:   func(w Windows) time.Duration { return w.FileScan },
+	Window:   func(w Windows) time.Duration { return w.FileScan },
+	Prepare:  (*Scan).prepare,
 	Validate: Scan.validate,
 	Rules: func(s Scan, w Windows) ([]*Rule, error) {
 		if s.FileID == "" {
@@ -110,9 +114,7 @@ func (h ScanHandler) process(ctx context.Context, t *asynq.Task) (ScanResult, er
 	if err := decodePayload(t, &s); err != nil {
 		return ScanResult{}, err
 	}
-	if s.Mode == "" {
-		s.Mode = ModeMalware
-	}
+	s.prepare()
 	if err := s.validate(); err != nil {
 		return ScanResult{}, permanent(err)
 	}
