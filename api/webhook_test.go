@@ -129,8 +129,8 @@ func TestWebhookRefusals(t *testing.T) {
 		{"malformed", signed("/v1/webhooks/"+source, `{"id":`, map[string]string{"Idempotency-Key": "k"}), 400},
 		{"unknown field", signed("/v1/webhooks/"+source, `{"id":"e","type":"t","source":"evil"}`, map[string]string{"Idempotency-Key": "k"}), 400},
 		{"attempt as string", signed("/v1/webhooks/"+source, `{"id":"e","type":"t","attempt":"2"}`, map[string]string{"Idempotency-Key": "k"}), 400},
-		{"no event id", signed("/v1/webhooks/"+source, `{"type":"t"}`, map[string]string{"Idempotency-Key": "k"}), 422},
-		{"no type", signed("/v1/webhooks/"+source, `{"id":"e"}`, map[string]string{"Idempotency-Key": "k"}), 422},
+		{"no event id", signed("/v1/webhooks/"+source, `{"type":"t"}`, map[string]string{"Idempotency-Key": "k"}), 400},
+		{"no type", signed("/v1/webhooks/"+source, `{"id":"e"}`, map[string]string{"Idempotency-Key": "k"}), 400},
 	} {
 		t.Run(c.name, func(t *testing.T) { problem(t, e.doT(t, c.r), c.status) })
 	}
@@ -158,7 +158,7 @@ func TestWebhookInvalidDataRefusedThenCorrectedAccepted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	bad := `{"id":"evt_fix","type":"user.created","data":{"email":"ada@example.com"}}`
-	p := problem(t, e.webhook(bad, "delivery-fix"), http.StatusUnprocessableEntity)
+	p := problem(t, e.webhook(bad, "delivery-fix"), http.StatusBadRequest)
 	if p.Type != api.ProblemType+"invalid-payload" || !strings.Contains(p.Detail, "user_id") {
 		t.Fatalf("problem %+v, want invalid-payload naming user_id", p)
 	}
