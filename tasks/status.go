@@ -46,6 +46,8 @@ type JobStatus struct {
 	EarlierFailures []string `json:"earlier_failures,omitempty"`
 	// Known is false when neither a record nor a task exists.
 	Known bool `json:"-"`
+	// result is the record's raw result (Wait hands it to an Outcome).
+	result []byte
 }
 
 // taskStatus maps asynq's states onto Status.
