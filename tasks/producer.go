@@ -109,7 +109,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 		}
 		giveBack()
 		out.Decision, out.RetryAfter, out.State = Throttled, res.RetryAfter, StatusUnknown
-		out.Reason = fmt.Sprintf("%s is inside its %s window; retry in %s", r.Key.String(), r.Window, res.RetryAfter.Round(time.Millisecond))
+		out.Reason = fmt.Sprintf("%s is inside its %s window", r.Key.String(), r.Window)
 		p.observe(ctx, j, out)
 		return out, nil
 	}

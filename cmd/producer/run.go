@@ -191,14 +191,8 @@ func load() (config.Producer, *tasks.Catalog, error) {
 	if err != nil {
 		return cfg, nil, err
 	}
-	catalog, err := newCatalog(cfg.Dedup)
+	catalog, err := daemon.Catalog(cfg.Dedup)
 	return cfg, catalog, err
-}
-
-// newCatalog is the task catalog under the configured windows.
-func newCatalog(d config.Dedup) (*tasks.Catalog, error) {
-	return tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
-		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow})
 }
 
 // connected runs f with a Producer on the configured Redis.
