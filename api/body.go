@@ -49,8 +49,8 @@ func checkJSON(r *http.Request) *response {
 }
 
 // refused maps a catalog error: a body that is not the expected JSON
-// (syntax, unknown fields, trailing data, wrong types) is a 400, well-formed
-// content the task refuses a 422.
+// (syntax, unknown fields, trailing data, wrong types) and well-formed
+// content the task refuses are both 400s, told apart by the problem type.
 func refused(err error) response {
 	if errors.Is(err, tasks.ErrMalformed) {
 		msg := err.Error()
@@ -62,10 +62,11 @@ func refused(err error) response {
 	return invalid(err)
 }
 
-// invalid turns a constructor's validation error into a 422: the JSON was
-// well-formed, its content is not acceptable.
+// invalid turns the catalog's validation error into a 400, as malformed
+// JSON is: either way the request can never succeed as sent, and 422 stays
+// the draft's "this key was used for other content".
 func invalid(err error) response {
-	return problem(http.StatusUnprocessableEntity, probInvalid, strings.TrimPrefix(err.Error(), "tasks: "))
+	return problem(http.StatusBadRequest, probInvalid, strings.TrimPrefix(err.Error(), "tasks: "))
 }
 
 // maxKeyBytes bounds an Idempotency-Key header.

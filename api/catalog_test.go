@@ -69,7 +69,7 @@ func TestCatalogRoutes(t *testing.T) {
 	if a.Key != "sms:send/"+api.DerivedPrincipal(token)+":otp-1" {
 		t.Fatalf("sms %+v", a)
 	}
-	problem(t, e.post("/v1/sms", `{"to":"12","body":"x"}`, ""), http.StatusUnprocessableEntity)
+	problem(t, e.post("/v1/sms", `{"to":"12","body":"x"}`, ""), http.StatusBadRequest)
 }
 
 // The replay fingerprint leaves out the type's volatile fields: a retry

@@ -83,12 +83,11 @@
 //
 // Errors are RFC 9457 problem documents (application/problem+json) with
 // type, title, status and detail: 400 malformed JSON, duplicate or
-// case-variant member names, unknown fields, trailing data, wrong types or a
-// bad Idempotency-Key; 401 no or bad credentials; 404 unknown route, webhook
+// case-variant member names, unknown fields, trailing data, wrong types, a
+// payload the catalog's Validate refuses, or a bad Idempotency-Key; 401 no or bad credentials; 404 unknown route, webhook
 // source or job; 405 (with Allow) a known path with another method; 409 the
 // same key is in flight; 413 body over the limit; 415 not application/json;
-// 422 a payload that decodes but is invalid, or a key reused with another
-// body; 503 Redis unreachable or slow (with Retry-After), never a hang: every
+// 422 a key reused with another body; 503 Redis unreachable or slow (with Retry-After), never a hang: every
 // request's Redis work is bounded by a time-out. A 503 after the enqueue was
 // sent says the outcome is unknown: retry with the same key. Wrap the
 // server's handler in Problems and its listener in Listener, and the errors

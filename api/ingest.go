@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -81,7 +84,52 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key s
 	if out.settle != nil {
 		out.settle()
 	}
+	if wait := preferWait(r); wait > 0 && out.accepted != nil && out.accepted.State != tasks.StatusDone {
+		out = s.wait(r.Context(), j, out, wait)
+	}
 	out.write(w)
+}
+
+// maxWait bounds Prefer: wait, so a request cannot hold a connection for long.
+const maxWait = 60 * time.Second
+
+// preferWait reads RFC 7240's "Prefer: wait=N" (seconds), capped at maxWait;
+// 0 without it.
+func preferWait(r *http.Request) time.Duration {
+	for _, h := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(h, ",") {
+			name, v, _ := strings.Cut(strings.TrimSpace(pref), "=")
+			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
+				continue
+			}
+			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(v), `"`))
+			if err == nil && n > 0 {
+				return min(time.Duration(n)*time.Second, maxWait)
+			}
+		}
+	}
+	return 0
+}
+
+// wait answers a job this caller may read, accepted now or before, once it
+// finishes: 200 with its result when it is done within wait, else the job's
+// state as of then, 202. The stored replay stays the first answer, and so
+// is the answer when the job's state cannot be read.
+func (s *server) wait(ctx context.Context, j tasks.Job, first response, wait time.Duration) response {
+	st, err := s.opts.Producer.Wait(ctx, j, wait)
+	if err != nil {
+		s.opts.Log.Warn("api: waiting for the job failed", zap.String("key", j.Key.String()), zap.Error(err))
+		return first
+	}
+	a, status := *first.accepted, http.StatusAccepted
+	a.State = st.State
+	if st.State == tasks.StatusDone {
+		status, a.Result = http.StatusOK, st.Result
+	}
+	resp := jsonResponse(status, a)
+	resp.Header["Location"] = JobPath(a.Key)
+	resp.Header["Preference-Applied"] = "wait=" + strconv.Itoa(int(wait/time.Second))
+	return resp
 }
 
 // Accepted is the body of a 202 (decision "enqueued") or of a 200
@@ -116,6 +164,7 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 		owned := make(chan error, 1)
 		go func() { owned <- s.setOwner(ctx, j.Key, principal(ctx)) }()
 		resp = jsonResponse(http.StatusAccepted, a)
+		resp.accepted = &a
 		resp.settle = func() {
 			if err := <-owned; err != nil {
 				s.opts.Log.Warn("api: recording the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
@@ -135,6 +184,7 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 		}
 		a.Reason, a.Result = out.Reason, result(out.Result)
 		resp = jsonResponse(http.StatusOK, a)
+		resp.accepted = &a
 	case tasks.Conflict:
 		// The IETF Idempotency-Key draft answers a key reused with another
 		// payload 422; a business key reused with other content is the same
@@ -149,7 +199,7 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 		// may be another client's.
 		return problemOf(Problem{Type: ProblemType + probThrottled.slug, Title: probThrottled.title,
 			Status: http.StatusTooManyRequests, Key: out.Key, RetryAfter: seconds(out.RetryAfter),
-			Detail: "a rate rule refused the job; retry after the given seconds"})
+			Detail: "a time window or rate rule refused the job; retry after the given seconds"})
 	default:
 		return problem(http.StatusInternalServerError, probInternal, "unknown producer decision")
 	}

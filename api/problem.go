@@ -57,6 +57,9 @@ type response struct {
 	// settle, if set, waits for work that must end before the response is
 	// written but may overlap storing it for replay. Never stored.
 	settle func() `json:"-"`
+	// accepted is the job a fresh 202 or 200 is about, which the caller may
+	// read (Prefer: wait waits for it). Never stored: a replay has none.
+	accepted *Accepted `json:"-"`
 }
 
 func (resp response) write(w http.ResponseWriter) {

@@ -129,8 +129,8 @@ func TestWebhookRefusals(t *testing.T) {
 		{"malformed", signed("/v1/webhooks/"+source, `{"id":`, map[string]string{"Idempotency-Key": "k"}), 400},
 		{"unknown field", signed("/v1/webhooks/"+source, `{"id":"e","type":"t","source":"evil"}`, map[string]string{"Idempotency-Key": "k"}), 400},
 		{"attempt as string", signed("/v1/webhooks/"+source, `{"id":"e","type":"t","attempt":"2"}`, map[string]string{"Idempotency-Key": "k"}), 400},
-		{"no event id", signed("/v1/webhooks/"+source, `{"type":"t"}`, map[string]string{"Idempotency-Key": "k"}), 422},
-		{"no type", signed("/v1/webhooks/"+source, `{"id":"e"}`, map[string]string{"Idempotency-Key": "k"}), 422},
+		{"no event id", signed("/v1/webhooks/"+source, `{"type":"t"}`, map[string]string{"Idempotency-Key": "k"}), 400},
+		{"no type", signed("/v1/webhooks/"+source, `{"id":"e"}`, map[string]string{"Idempotency-Key": "k"}), 400},
 	} {
 		t.Run(c.name, func(t *testing.T) { problem(t, e.doT(t, c.r), c.status) })
 	}
@@ -148,4 +148,30 @@ func TestWebhookKeyReusedForAnotherEvent(t *testing.T) {
 	if n := e.tasks(); n != 1 {
 		t.Fatalf("%d tasks, want 1", n)
 	}
+}
+
+// An event its route cannot use is refused at the door, before its event id
+// is taken: the corrected resend of the same event is accepted, where a 202
+// for the bad one would have had the worker archive it and the id refuse the
+// fix for the unique window.
+func TestWebhookInvalidDataRefusedThenCorrectedAccepted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bad := `{"id":"evt_fix","type":"user.created","data":{"email":"ada@example.com"}}`
+	p := problem(t, e.webhook(bad, "delivery-fix"), http.StatusBadRequest)
+	if p.Type != api.ProblemType+"invalid-payload" || !strings.Contains(p.Detail, "user_id") {
+		t.Fatalf("problem %+v, want invalid-payload naming user_id", p)
+	}
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks after a refused event, want 0", n)
+	}
+	e.advance(time.Second)
+	fixed := `{"id":"evt_fix","type":"user.created","data":{"user_id":"u1","email":"ada@example.com"}}`
+	a := accepted(t, e.webhook(fixed, "delivery-fix"), http.StatusAccepted)
+	if a.Decision != tasks.Enqueued || a.Key != "webhook:process/"+source+":evt_fix" {
+		t.Fatalf("corrected resend: %+v", a)
+	}
+	// Event types no route takes are acknowledged by the worker, so their data
+	// is not the door's business.
+	accepted(t, e.webhook(`{"id":"evt_other","type":"invoice.paid","data":[1]}`, "delivery-other"), http.StatusAccepted)
 }

@@ -45,7 +45,13 @@ type Dedup struct {
 
 	// ScanWindow refuses a second scan of one file_id, in any mode.
 	// Default: 30s.
-	ScanWindow time.Duration `envconfig:"ONCEQ_SCAN_WINDOW" default:"30s" desc:"a second scan of the same file_id is refused this long"`
+	ScanWindow time.Duration `envconfig:"ONCEQ_SCAN_WINDOW" default:"30s" desc:"an identical scan, or another of the same file_id, is throttled this long; also the scan's unique window"`
+
+	// OnRepeat overrides task types' policies for a repeated key: a comma
+	// list of TYPE=POLICY, POLICY one of reject, replace, debounce:D/M
+	// (tasks.ParseRepeats reads it when the catalog is built).
+	// Default: every type rejects.
+	OnRepeat string `envconfig:"ONCEQ_ON_REPEAT" desc:"TYPE=POLICY,... for a repeated key: reject, replace or debounce:DELAY/MAXWAIT (e.g. email:send=replace)"`
 }
 
 func (d Dedup) validate() error {

@@ -66,7 +66,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_REDIS_MIN_REPLICAS": "1", "ONCEQ_REDIS_WAIT_TIMEOUT": "2s",
 	"ONCEQ_ENV": "development", "ONCEQ_LOG_LEVEL": "debug",
 	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_FAILED_TTL": "2h",
-	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h",
+	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_ON_REPEAT": "email:send=replace", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h",
 	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_TASK_LOG": "false",
 	"ONCEQ_WEBHOOK_ID_FIELDS": "stripe:event_id",
 	"ONCEQ_ADMIN_ADDR":        "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
@@ -97,7 +97,7 @@ func TestEveryKnobParses(t *testing.T) {
 	log := Log{Env: "development", Level: "debug"}
 	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,
 		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour,
-		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second}
+		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second, OnRepeat: "email:send=replace"}
 	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false, Retention: 1000 * time.Hour}
 	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup, Postgres: pg,
 		Admin: Admin{Addr: "0.0.0.0:9090", Token: "admintok-0123456789", DashboardReadOnly: false},

@@ -42,8 +42,18 @@ type Spec[P any] struct {
 	// duplicates on the worker (dedup.TypeOptions.DoneTTL). Default: the
 	// store's done TTL.
 	DoneTTL func(w Windows) time.Duration
-	// Rules returns the job's time window and rate rule; nil: none.
-	Rules func(p P, w Windows) (window, rate *Rule, err error)
+	// Window, when set, throttles an identical repeat (same key) for this
+	// long from first acceptance, whatever became of the job: the seed's
+	// scan window. Default: none.
+	Window func(w Windows) time.Duration
+	// Rules returns the job's other windows and rate rules; nil: none.
+	Rules func(p P, w Windows) ([]*Rule, error)
+	// Repeat is the type's policy for a repeated key; ONCEQ_ON_REPEAT
+	// (Windows.OnRepeat) overrides it. Default: reject.
+	Repeat Repeat
+	// KeepFailed keeps a key that failed for good refused for its unique
+	// window. Default: false, the failure frees the key.
+	KeepFailed bool
 	// MaxRetry for asynq; 0: asynq's default (25).
 	MaxRetry int
 	// WriteResult copies results to asynq for the dashboard.
@@ -136,12 +146,21 @@ func (t *Typed[P]) Job(p P, explicit string, w Windows) (Job, error) {
 	if s.Unique != nil {
 		j.Unique = s.Unique(w)
 	}
+	if s.Window != nil {
+		j.Rules = append(j.Rules, &Rule{Key: j.Key, Window: s.Window(w), Repeats: true})
+	}
 	if s.Rules != nil {
-		if j.Window, j.Rate, err = s.Rules(p, w); err != nil {
+		rules, err := s.Rules(p, w)
+		if err != nil {
 			return Job{}, err
 		}
+		j.Rules = append(j.Rules, rules...)
 	}
 	j.MaxRetry = s.MaxRetry
+	j.Repeat, j.KeepFailed = s.Repeat, s.KeepFailed
+	if r, ok := w.OnRepeat[s.Type]; ok {
+		j.Repeat = r
+	}
 	return j, nil
 }
 
@@ -172,6 +191,11 @@ func NewCatalog(w Windows, kinds ...*Kind) (*Catalog, error) {
 			return nil, fmt.Errorf("tasks: catalog: type %q defined twice", k.Type)
 		}
 		c.kinds = append(c.kinds, k)
+	}
+	for typ := range w.OnRepeat {
+		if _, ok := c.Kind(typ); !ok {
+			return nil, fmt.Errorf("tasks: catalog: repeat policy for unknown type %q (known: %s)", typ, strings.Join(c.types(), ", "))
+		}
 	}
 	slices.SortFunc(c.kinds, func(a, b *Kind) int { return strings.Compare(a.Type, b.Type) })
 	return c, nil

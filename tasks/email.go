@@ -46,6 +46,9 @@ func (e Email) validate() error {
 		return fail("to contains CR or LF")
 	case len(e.Subject) > MaxSubjectBytes:
 		return fail("subject is %d bytes, over %d", len(e.Subject), MaxSubjectBytes)
+	case e.Subject == "" && e.Body == "":
+		// Nothing to say: a typo or a lost template, never a message.
+		return fail("subject and body are both empty")
 	case strings.ContainsAny(e.Subject, "\r\n"):
 		// A newline would let the subject inject headers.
 		return fail("subject contains CR or LF")

@@ -35,6 +35,9 @@ func TestNewEmail(t *testing.T) {
 		{"subject too long", with(func(e *Email) { e.Subject = strings.Repeat("s", MaxSubjectBytes+1) }), "over 998"},
 		{"body too long", with(func(e *Email) { e.Body = strings.Repeat("b", MaxBodyBytes+1) }), "body is"},
 		{"invalid UTF-8", with(func(e *Email) { e.Body = "\xff" }), "UTF-8"},
+		{"subject only", with(func(e *Email) { e.Body = "" }), ""},
+		{"body only", with(func(e *Email) { e.Subject = "" }), ""},
+		{"neither subject nor body", with(func(e *Email) { e.Subject, e.Body = "", "" }), "subject and body are both empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,9 +63,13 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 	if j.Task == nil || j.Task.Type() != typ {
 		t.Fatalf("task = %v, want type %s", j.Task, typ)
 	}
-	if j.Queue != queue || j.Unique != DefaultUniqueWindow || j.Key.Namespace != typ || j.Fingerprint == "" {
+	unique := DefaultUniqueWindow
+	if typ == TypeScan {
+		unique = DefaultFileScanWindow // a scan's unique window is its scan window
+	}
+	if j.Queue != queue || j.Unique != unique || j.Key.Namespace != typ || j.Fingerprint == "" {
 		t.Errorf("job queue=%q unique=%v key=%v fp=%q; want %s, %v, namespace %s, a fingerprint",
-			j.Queue, j.Unique, j.Key, j.Fingerprint, queue, DefaultUniqueWindow, typ)
+			j.Queue, j.Unique, j.Key, j.Fingerprint, queue, unique, typ)
 	}
 	h := j.Task.Headers()
 	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
@@ -216,6 +223,7 @@ func TestEmailHandlerFailures(t *testing.T) {
 		{"unknown field", asynq.NewTask(TypeEmail, []byte(`{"to":"bob@example.com","subject":"s","body":"b","cc":"x"}`)), true},
 		{"not JSON", asynq.NewTask(TypeEmail, []byte(`{"to":`)), true},
 		{"trailing data", asynq.NewTask(TypeEmail, []byte(`{"to":"bob@example.com","subject":"s","body":"b"} {}`)), true},
+		{"empty past the constructor", asynq.NewTask(TypeEmail, []byte(`{"to":"bob@example.com","subject":"","body":""}`)), true},
 		{"header injection past the constructor", asynq.NewTask(TypeEmail, []byte(`{"to":"bob@example.com","subject":"s\r\nBcc: eve@example.com","body":"b"}`)), true},
 		{"recipient rejected (550)", job("reject@example.com"), true},
 		{"recipient busy (451)", job("busy@example.com"), false},

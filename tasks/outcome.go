@@ -17,7 +17,8 @@ const (
 	// id reused for another charge). Nothing was enqueued, and the other
 	// job's state and result are not reported.
 	Conflict Decision = "conflict"
-	// Throttled: a rate rule refused the job; retry after RetryAfter.
+	// Throttled: a time window or rate rule refused the job; retry after
+	// RetryAfter. Never a duplicate: the window's holder is another job.
 	Throttled Decision = "throttled"
 )
 
@@ -31,9 +32,12 @@ type Outcome struct {
 	State Status
 	// Duplicate of a done job: its stored result.
 	Result []byte
-	// Throttled, or Duplicate by time window: when the key is accepted again.
+	// Throttled: when the job would be accepted.
 	RetryAfter time.Duration
-	Reason     string
+	// Incarnation of the key this job is (Enqueued) or met (Duplicate): 1,
+	// or more after earlier jobs of the key failed for good.
+	Incarnation int
+	Reason      string
 }
 
 // Enqueuer is what handlers that fan out (webhook routing) need of the Producer.

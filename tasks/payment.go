@@ -94,12 +94,12 @@ var Payments = builtinKind(Define(Spec[Payment]{
 	ID:       func(p Payment) string { return p.PaymentID },
 	Validate: Payment.validate,
 	Unique:   func(w Windows) time.Duration { return w.PaymentID },
-	Rules: func(p Payment, w Windows) (*Rule, *Rule, error) {
+	Rules: func(p Payment, w Windows) ([]*Rule, error) {
 		rate, err := paymentRateKey(p)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return nil, &Rule{Key: rate, Window: w.PaymentRate}, nil
+		return []*Rule{{Key: rate, Window: w.PaymentRate}}, nil
 	},
 	MaxRetry:    PaymentMaxRetry,
 	WriteResult: true,

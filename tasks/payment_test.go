@@ -58,14 +58,14 @@ func TestNewPayment(t *testing.T) {
 			if j.Key.String() != "payment:charge/"+tt.payment.PaymentID {
 				t.Errorf("Key = %v, want payment:charge/%s", j.Key, tt.payment.PaymentID)
 			}
-			if j.MaxRetry != PaymentMaxRetry || j.Window != nil {
-				t.Errorf("MaxRetry = %d, Window = %v; want %d, nil", j.MaxRetry, j.Window, PaymentMaxRetry)
+			if j.MaxRetry != PaymentMaxRetry || len(j.Rules) != 1 {
+				t.Fatalf("MaxRetry = %d, Rules = %v; want %d and the rate rule alone", j.MaxRetry, j.Rules, PaymentMaxRetry)
 			}
-			if j.Rate == nil || !strings.HasPrefix(j.Rate.Key.String(), tt.wantRate) || j.Rate.Window != DefaultPaymentRateWindow {
-				t.Fatalf("Rate = %+v, want key %s... for %v", j.Rate, tt.wantRate, DefaultPaymentRateWindow)
+			if j.Rules[0] == nil || !strings.HasPrefix(j.Rules[0].Key.String(), tt.wantRate) || j.Rules[0].Window != DefaultPaymentRateWindow {
+				t.Fatalf("Rate = %+v, want key %s... for %v", j.Rules[0], tt.wantRate, DefaultPaymentRateWindow)
 			}
-			if _, err := dedup.ParseKey(j.Rate.Key.String()); err != nil {
-				t.Errorf("rate key %q is not a valid key: %v", j.Rate.Key, err)
+			if _, err := dedup.ParseKey(j.Rules[0].Key.String()); err != nil {
+				t.Errorf("rate key %q is not a valid key: %v", j.Rules[0].Key, err)
 			}
 		})
 	}
@@ -78,21 +78,21 @@ func TestPaymentKeys(t *testing.T) {
 	more := validPayment()
 	more.Amount = 501
 	b := must(NewPayment(more))
-	if a.Key != b.Key || a.Fingerprint == b.Fingerprint || a.Rate.Key == b.Rate.Key {
+	if a.Key != b.Key || a.Fingerprint == b.Fingerprint || a.Rules[0].Key == b.Rules[0].Key {
 		t.Errorf("same payment id, other amount: keys %v/%v fps equal=%v rates %v/%v; want one key, two fingerprints, two rate keys",
-			a.Key, b.Key, a.Fingerprint == b.Fingerprint, a.Rate.Key, b.Rate.Key)
+			a.Key, b.Key, a.Fingerprint == b.Fingerprint, a.Rules[0].Key, b.Rules[0].Key)
 	}
 	again := validPayment()
 	again.PaymentID = "pay_2"
 	c := must(NewPayment(again))
-	if c.Key == a.Key || c.Rate.Key != a.Rate.Key {
-		t.Errorf("other payment id, same charge: keys %v/%v rates %v/%v; want two keys, one rate key", a.Key, c.Key, a.Rate.Key, c.Rate.Key)
+	if c.Key == a.Key || c.Rules[0].Key != a.Rules[0].Key {
+		t.Errorf("other payment id, same charge: keys %v/%v rates %v/%v; want two keys, one rate key", a.Key, c.Key, a.Rules[0].Key, c.Rules[0].Key)
 	}
 	spaced := validPayment()
 	spaced.Account = "ACME Corp"
 	other := validPayment()
 	other.Account = "ACME Inc"
-	if must(NewPayment(spaced)).Rate.Key == must(NewPayment(other)).Rate.Key {
+	if must(NewPayment(spaced)).Rules[0].Key == must(NewPayment(other)).Rules[0].Key {
 		t.Errorf("two hashed accounts share a rate key")
 	}
 }

@@ -2,9 +2,13 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -40,7 +44,7 @@ func NewProducer(rdb redis.UniversalClient, store dedup.Store, opts ProducerOpti
 		opts.Observer = func(context.Context, dedup.Decision) {}
 	}
 	return &Producer{
-		client: asynq.NewClientFromRedisClient(rdb),
+		client: asynq.NewClientFromRedisClient(dedup.GuardEnqueues(rdb)),
 		insp:   asynq.NewInspectorFromRedisClient(rdb),
 		store:  store,
 		opts:   opts,
@@ -49,10 +53,30 @@ func NewProducer(rdb redis.UniversalClient, store dedup.Store, opts ProducerOpti
 
 var _ Enqueuer = (*Producer)(nil)
 
+// Task headers the Producer adds to what a constructor set.
+const (
+	// HeaderFailures carries the errors of the key's earlier incarnations
+	// that failed for good (a JSON array, newest last, at most maxFailures).
+	HeaderFailures = "onceq-failures"
+	// HeaderFirst is when the first job of a debounced run was accepted
+	// (Unix ms): the start never moves past it plus the policy's MaxWait.
+	HeaderFirst = "onceq-first"
+)
+
+const maxFailures = 3
+
 // Enqueue submits j unless its policy refuses it. The default policy (unique
 // window) costs exactly the one round trip of asynq's Enqueue: the key is the
-// asynq TaskID, which asynq refuses atomically while the task is retained. A
-// window or rate rule adds one Reserve each.
+// asynq TaskID, which asynq refuses atomically while the task is retained,
+// and the script that inserts it also refuses a key whose record is done
+// (dedup.GuardEnqueue). A window or rate rule adds one Reserve each.
+//
+// A refused insert is followed by two reads (task and record, in parallel)
+// that say what the key's state is, and so what the repeat gets: a task that
+// failed for good is replaced by this job as the key's next incarnation; a
+// job not yet started is replaced under j.Repeat's replace or debounce; else
+// the answer is Duplicate or Conflict. Each replacement is one atomic script
+// that refuses if the task moved on meanwhile, and then the key is read again.
 //
 // Windows are taken only by accepted jobs: a reservation this call took is
 // given back (compare-and-delete on its holder) when a later rule, asynq's
@@ -70,10 +94,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	var taken []*Rule
 	// The give-back must happen even when the caller's ctx has ended.
 	giveBack := func() { p.unreserve(context.WithoutCancel(ctx), taken, holder) }
-	for _, r := range []*Rule{j.Rate, j.Window} {
-		if r == nil {
-			continue
-		}
+	for _, r := range j.Rules {
 		res, err := p.store.Reserve(ctx, r.Key, r.Window, holder)
 		if err != nil {
 			giveBack()
@@ -83,25 +104,53 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 			taken = append(taken, r)
 			continue
 		}
-		if res.Holder == holder {
+		if res.Holder == holder && !r.Repeats {
 			continue // a repeat of the same key falls through to the task id check
 		}
 		giveBack()
-		out.RetryAfter = res.RetryAfter
-		if r == j.Rate {
-			out.Decision = Throttled
-			out.Reason = fmt.Sprintf("%s seen within %s (as %s)", r.Key.String(), r.Window, res.Holder)
-		} else {
-			out.Decision = Duplicate
-			if hk, err := dedup.ParseKey(res.Holder); err == nil {
-				out.TaskID = hk.TaskID()
-			}
-			out.Reason = fmt.Sprintf("%s already accepted within %s", r.Key.String(), r.Window)
-		}
+		out.Decision, out.RetryAfter, out.State = Throttled, res.RetryAfter, StatusUnknown
+		out.Reason = fmt.Sprintf("%s is inside its %s window", r.Key.String(), r.Window)
 		p.observe(ctx, j, out)
 		return out, nil
 	}
 
+	next := insert{incarnation: 1}
+	if j.Repeat.Policy == RepeatDebounce {
+		next.delay, next.first = j.Repeat.Delay, time.Now().UnixMilli()
+	}
+	for try := 0; ; try++ {
+		info, err := p.insert(ctx, j, holder, next)
+		if err == nil {
+			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
+			out.Incarnation = next.incarnation
+			break
+		}
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			giveBack()
+			return Outcome{}, fmt.Errorf("tasks: enqueue %s: %w", holder, err)
+		}
+		out.TaskID = j.Key.TaskID()
+		again, ok := p.refused(ctx, j, &out)
+		if !ok || try == 2 { // the key moved on twice under us: report what it is
+			giveBack()
+			break
+		}
+		next = again
+	}
+	p.observe(ctx, j, out)
+	return out, nil
+}
+
+// insert is one try at putting j's task into asynq.
+type insert struct {
+	incarnation int
+	failures    []string // earlier incarnations' errors
+	replace     []string // asynq states the existing task may be replaced from
+	delay       time.Duration
+	first       int64 // debounce: the run's first acceptance, Unix ms
+}
+
+func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert) (*asynq.TaskInfo, error) {
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
 	task := j.Task
 	if j.Unique > 0 {
@@ -111,30 +160,42 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
 	}
-	info, err := p.client.EnqueueContext(ctx, task, opts...)
-	switch {
-	case errors.Is(err, asynq.ErrTaskIDConflict):
-		giveBack()
-		out.TaskID = j.Key.TaskID()
-		p.refused(ctx, j, &out)
-	case err != nil:
-		giveBack()
-		return Outcome{}, fmt.Errorf("tasks: enqueue %s: %w", holder, err)
-	default:
-		out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
+	if in.delay > 0 {
+		opts = append(opts, asynq.ProcessIn(in.delay))
 	}
-	p.observe(ctx, j, out)
-	return out, nil
+	if in.incarnation > 1 || in.first > 0 {
+		h := maps.Clone(task.Headers())
+		if in.incarnation > 1 {
+			h[dedup.HeaderIncarnation] = strconv.Itoa(in.incarnation)
+			if b, err := json.Marshal(in.failures); err == nil && len(in.failures) > 0 {
+				h[HeaderFailures] = string(b)
+			}
+		}
+		if in.first > 0 {
+			h[HeaderFirst] = strconv.FormatInt(in.first, 10)
+		}
+		task = asynq.NewTaskWithHeaders(task.Type(), task.Payload(), h)
+	}
+	if j.Unique <= 0 {
+		return p.client.EnqueueContext(ctx, task, opts...)
+	}
+	gctx, guard := dedup.GuardEnqueue(ctx, j.Key, in.replace...)
+	info, err := p.client.EnqueueContext(gctx, task, opts...)
+	if !guard.Ran && len(in.replace) > 0 && errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil, fmt.Errorf("tasks: cannot replace the task of %s: this asynq's enqueue script is not the one onceq guards (%w)", holder, err)
+	}
+	return info, err
 }
 
-// refused tells a duplicate from a conflict: the accepted task carries its
-// fingerprint in a header, and so does the idempotency record once it ran.
-// A conflict never carries the other job's result.
-func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) {
+// refused reads what holds j's key after asynq refused its task id, fills
+// out, and says whether the key's state lets j in by another insert: a task
+// that failed for good (a new incarnation), or one not started under j's
+// repeat policy. A conflict never carries the other job's result.
+func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) (insert, bool) {
 	if p.opts.Brief {
 		out.Decision, out.State = Duplicate, StatusUnknown
 		out.Reason = "task id " + j.Key.String() + " already accepted"
-		return
+		return insert{}, false
 	}
 	var (
 		wg   sync.WaitGroup
@@ -146,8 +207,19 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) {
 	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.TaskID()) })
 	wg.Go(func() { rec, rerr = p.store.Status(ctx, j.Key) })
 	wg.Wait()
+	if ierr != nil {
+		info = nil
+	}
+	if rerr != nil {
+		rec = dedup.Record{State: dedup.StateAbsent}
+	}
+	if info != nil && rec.State != dedup.StateDone {
+		if in, ok := p.replaceable(j, info, rec); ok {
+			return in, true
+		}
+	}
 	stored := ""
-	if ierr == nil {
+	if info != nil {
 		stored = info.Headers[HeaderFingerprint]
 	}
 	if stored == "" && rerr == nil {
@@ -157,17 +229,11 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) {
 		out.Decision, out.State = Conflict, StatusUnknown
 		out.Reason = "key " + j.Key.String() + " was accepted with other content (fingerprint " + short(stored) +
 			", this job " + short(j.Fingerprint) + "); nothing was enqueued"
-		return
+		return insert{}, false
 	}
 	out.Decision = Duplicate
-	if rerr != nil {
-		rec = dedup.Record{State: dedup.StateAbsent}
-	}
-	if ierr != nil {
-		info = nil
-	}
 	st := statusOf(j.Key, rec, info)
-	out.State = st.State
+	out.State, out.Incarnation = st.State, st.Incarnation
 	if st.State == StatusDone {
 		out.Result = rec.Result
 		if len(out.Result) == 0 && info != nil {
@@ -178,6 +244,59 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) {
 	if st.State == StatusDone {
 		out.Reason = "already processed: done"
 	}
+	return insert{}, false
+}
+
+// replaceable says how j may take the place of the key's existing task.
+func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec dedup.Record) (insert, bool) {
+	inc := incarnationOf(info.Headers)
+	switch {
+	case info.State == asynq.TaskStateArchived && !j.KeepFailed:
+		// Failed for good: this job is the key's next life, with a new
+		// downstream key so a gateway's cached decline is not replayed.
+		in := insert{incarnation: inc + 1, replace: []string{"archived"}}
+		_ = json.Unmarshal([]byte(info.Headers[HeaderFailures]), &in.failures)
+		cause := info.LastErr
+		if cause == "" {
+			cause = rec.Error
+		}
+		in.failures = append(in.failures, cause)
+		if len(in.failures) > maxFailures {
+			in.failures = in.failures[len(in.failures)-maxFailures:]
+		}
+		if j.Repeat.Policy == RepeatDebounce {
+			in.delay, in.first = j.Repeat.Delay, time.Now().UnixMilli()
+		}
+		return in, true
+	case info.State != asynq.TaskStatePending && info.State != asynq.TaskStateScheduled:
+		return insert{}, false
+	}
+	same := dedup.SameFingerprint(info.Headers[HeaderFingerprint], j.Fingerprint)
+	switch j.Repeat.Policy {
+	case RepeatReplace:
+		if same {
+			return insert{}, false // nothing to replace: a duplicate
+		}
+		return insert{incarnation: inc, replace: []string{"pending", "scheduled"}}, true
+	case RepeatDebounce:
+		now := time.Now()
+		first, err := strconv.ParseInt(info.Headers[HeaderFirst], 10, 64)
+		if err != nil {
+			first = now.UnixMilli() // not debounced before: this repeat starts the run
+		}
+		delay := min(j.Repeat.Delay, time.UnixMilli(first).Add(j.Repeat.MaxWait).Sub(now))
+		return insert{incarnation: inc, replace: []string{"pending", "scheduled"},
+			delay: max(delay, 0), first: first}, true
+	}
+	return insert{}, false
+}
+
+// incarnationOf reads HeaderIncarnation: 1 when absent or unreadable.
+func incarnationOf(h map[string]string) int {
+	if n, err := strconv.Atoi(h[dedup.HeaderIncarnation]); err == nil && n > 1 {
+		return n
+	}
+	return 1
 }
 
 func short(fp string) string {

@@ -113,7 +113,12 @@ func TestScanJobs(t *testing.T) {
 	}
 	enqueue(t, p, scan("malware"), tasks.Enqueued)
 	enqueue(t, p, scan("full"), tasks.Enqueued) // different content: both run
-	enqueue(t, p, scan("malware"), tasks.Duplicate)
+	// The same scan inside the scan window is throttled, not a duplicate:
+	// the window, not the job, refuses it.
+	again := enqueue(t, p, scan("malware"), tasks.Throttled)
+	if again.RetryAfter <= 0 || again.RetryAfter > tasks.DefaultFileScanWindow || again.TaskID != "" {
+		t.Fatalf("identical scan inside the window: %+v", again)
+	}
 }
 
 // The 30 s window on file_scan/file-123, on miniredis so time can jump: the
@@ -128,12 +133,19 @@ func TestFileScanWindow(t *testing.T) {
 		return mustJob(t)(tasks.NewScan(tasks.Scan{Path: path, FileID: "file-123"}))
 	}
 	first := enqueue(t, p, scan("a.pdf"), tasks.Enqueued)
-	inside := enqueue(t, p, scan("b.pdf"), tasks.Duplicate)
-	if inside.TaskID != taskIDOf(t, first.Key) || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.DefaultFileScanWindow {
+	inside := enqueue(t, p, scan("b.pdf"), tasks.Throttled)
+	// A window refusal names no job: the caller could not read it anyway.
+	if inside.TaskID != "" || strings.Contains(inside.Reason, first.Key) || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.DefaultFileScanWindow {
 		t.Fatalf("inside the window: %+v", inside)
 	}
 	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
 	enqueue(t, p, scan("b.pdf"), tasks.Enqueued)
+	// a.pdf's job has not run yet: once no window holds, its repeat meets
+	// the pending job itself, a duplicate.
+	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
+	if dup := enqueue(t, p, scan("a.pdf"), tasks.Duplicate); dup.State != tasks.StatusPending {
+		t.Fatalf("repeat of a pending scan after the window: %+v", dup)
+	}
 }
 
 func TestBatchCounts(t *testing.T) {
@@ -164,7 +176,7 @@ func TestFailedEnqueueFreesWindow(t *testing.T) {
 	if _, err := p.Enqueue(context.Background(), j); err == nil {
 		t.Fatal("enqueue into a broken queue succeeded")
 	}
-	r, err := store.Reserve(context.Background(), j.Rate.Key, time.Minute, "probe")
+	r, err := store.Reserve(context.Background(), j.Rules[0].Key, time.Minute, "probe")
 	if err != nil || !r.Reserved {
 		t.Fatalf("rate window still held after a failed enqueue: %+v %v", r, err)
 	}

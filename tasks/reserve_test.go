@@ -74,12 +74,13 @@ func TestRefusedByWindowGivesBackRate(t *testing.T) {
 	rdb := redistest.Client(t)
 	p, store, _ := newProducer(t, rdb)
 	j := payment(t, "pmt-w", "acct-w", 7)
-	j.Window = &tasks.Rule{Key: dedup.Key{Namespace: "test_window", ID: "w"}, Window: time.Minute}
-	if r, err := store.Reserve(ctx, j.Window.Key, time.Minute, "someone-else"); err != nil || !r.Reserved {
+	rate := j.Rules[0]
+	j.Rules = append(j.Rules, &tasks.Rule{Key: dedup.Key{Namespace: "test_window", ID: "w"}, Window: time.Minute})
+	if r, err := store.Reserve(ctx, j.Rules[1].Key, time.Minute, "someone-else"); err != nil || !r.Reserved {
 		t.Fatal(r, err)
 	}
-	enqueue(t, p, j, tasks.Duplicate)
-	if r, err := store.Reserve(ctx, j.Rate.Key, time.Minute, "probe"); err != nil || !r.Reserved {
+	enqueue(t, p, j, tasks.Throttled)
+	if r, err := store.Reserve(ctx, rate.Key, time.Minute, "probe"); err != nil || !r.Reserved {
 		t.Fatalf("rate window left behind by a refused job: %+v %v", r, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
@@ -33,6 +34,14 @@ type Scan struct {
 	RequestID string `json:"request_id,omitempty" dedup:"volatile"`
 }
 
+// prepare sets the default mode; the handler runs it too, for tasks
+// enqueued past the catalog.
+func (s *Scan) prepare() {
+	if s.Mode == "" {
+		s.Mode = ModeMalware
+	}
+}
+
 func (s Scan) validate() error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, ErrInvalid}, a...)...)
@@ -57,28 +66,28 @@ func (s Scan) validate() error {
 	return nil
 }
 
-// Scans is the scan:file declaration. The key is the content hash, so the
-// same scan twice is a duplicate while a malware and a full scan of one path
-// are two jobs; a FileID adds the file scan window across modes.
+// Scans is the scan:file declaration. The key is the content hash, so a
+// malware and a full scan of one path are two jobs. The same scan again is
+// throttled for the scan window from first acceptance and accepted after it
+// (a file changes; the seed's rule), so the scan window is also its unique
+// window; a FileID adds the same window across modes.
 var Scans = builtinKind(Define(Spec[Scan]{
-	Type:    TypeScan,
-	Route:   "scans",
-	KeyRule: "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
-	Prepare: func(s *Scan) {
-		if s.Mode == "" {
-			s.Mode = ModeMalware
-		}
-	},
+	Type:     TypeScan,
+	Route:    "scans",
+	KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
+	Unique:   func(w Windows) time.Duration { return w.FileScan },
+	Window:   func(w Windows) time.Duration { return w.FileScan },
+	Prepare:  (*Scan).prepare,
 	Validate: Scan.validate,
-	Rules: func(s Scan, w Windows) (*Rule, *Rule, error) {
+	Rules: func(s Scan, w Windows) ([]*Rule, error) {
 		if s.FileID == "" {
-			return nil, nil, nil
+			return nil, nil
 		}
 		k, err := dedup.NewKey("file_scan", s.FileID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, ErrInvalid, err)
+			return nil, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, ErrInvalid, err)
 		}
-		return &Rule{Key: k, Window: w.FileScan}, nil, nil
+		return []*Rule{{Key: k, Window: w.FileScan}}, nil
 	},
 	WriteResult: true,
 	Handler: func(d Deps) asynq.Handler {
@@ -105,9 +114,7 @@ func (h ScanHandler) process(ctx context.Context, t *asynq.Task) (ScanResult, er
 	if err := decodePayload(t, &s); err != nil {
 		return ScanResult{}, err
 	}
-	if s.Mode == "" {
-		s.Mode = ModeMalware
-	}
+	s.prepare()
 	if err := s.validate(); err != nil {
 		return ScanResult{}, permanent(err)
 	}

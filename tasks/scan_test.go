@@ -54,10 +54,12 @@ func TestNewScan(t *testing.T) {
 				t.Errorf("payload mode %q (%v), want %q", got.Mode, err, tt.wantMode)
 			}
 			switch {
-			case tt.scan.FileID == "" && j.Window != nil:
-				t.Errorf("Window = %+v without a file id", j.Window)
-			case tt.scan.FileID != "" && (j.Window == nil || j.Window.Key.String() != "file_scan/"+tt.scan.FileID || j.Window.Window != DefaultFileScanWindow):
-				t.Errorf("Window = %+v, want file_scan/%s for %v", j.Window, tt.scan.FileID, DefaultFileScanWindow)
+			case len(j.Rules) == 0 || j.Rules[0].Key != j.Key || !j.Rules[0].Repeats || j.Rules[0].Window != DefaultFileScanWindow:
+				t.Errorf("Rules = %+v, want first the scan's own window of %v", j.Rules, DefaultFileScanWindow)
+			case tt.scan.FileID == "" && len(j.Rules) != 1:
+				t.Errorf("Rules = %+v without a file id", j.Rules)
+			case tt.scan.FileID != "" && (len(j.Rules) != 2 || j.Rules[1].Key.String() != "file_scan/"+tt.scan.FileID || j.Rules[1].Window != DefaultFileScanWindow):
+				t.Errorf("Rules = %+v, want file_scan/%s for %v", j.Rules, tt.scan.FileID, DefaultFileScanWindow)
 			}
 		})
 	}

@@ -39,8 +39,15 @@ type JobStatus struct {
 	CompletedAt *time.Time `json:"completed_at"`
 	TaskState   *string    `json:"task_state"` // asynq's own word, for operators
 	Queue       *string    `json:"queue"`
+	// Incarnation is which life of the key the task is: 1, or more after
+	// earlier jobs of the key failed for good.
+	Incarnation int `json:"incarnation"`
+	// EarlierFailures are the errors of those earlier jobs, newest last.
+	EarlierFailures []string `json:"earlier_failures,omitempty"`
 	// Known is false when neither a record nor a task exists.
 	Known bool `json:"-"`
+	// result is the record's raw result (Wait hands it to an Outcome).
+	result []byte
 }
 
 // taskStatus maps asynq's states onto Status.
@@ -73,7 +80,10 @@ func statusOf(k dedup.Key, rec dedup.Record, info *asynq.TaskInfo) JobStatus {
 	if !rec.CompletedAt.IsZero() {
 		j.CompletedAt = &rec.CompletedAt
 	}
+	j.Incarnation = 1
 	if info != nil {
+		j.Incarnation = incarnationOf(info.Headers)
+		_ = json.Unmarshal([]byte(info.Headers[HeaderFailures]), &j.EarlierFailures)
 		ts := info.State.String()
 		j.TaskState, j.Queue = &ts, &info.Queue
 		j.State = taskStatus(info.State)

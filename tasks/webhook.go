@@ -30,7 +30,15 @@ type Webhook struct {
 	ReceivedAt string          `json:"received_at,omitempty" dedup:"volatile"`
 }
 
+// validate refuses what the handler would archive: a bad envelope, and the
+// data of an event type it routes that cannot make its follow-up job. Both
+// run route, so the rule is written once.
 func (wh Webhook) validate() error {
+	_, _, err := wh.route(Windows{})
+	return err
+}
+
+func (wh Webhook) checkEnvelope() error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeWebhook, ErrInvalid}, a...)...)
 	}
@@ -51,6 +59,21 @@ func (wh Webhook) validate() error {
 		return fail("event_id: %v", err)
 	}
 	return nil
+}
+
+// route checks wh and returns the follow-up job its event type calls for,
+// under windows w. routed is false for a type no route takes: such events
+// are acknowledged and ignored, so they are valid whatever their data.
+func (wh Webhook) route(w Windows) (job Job, routed bool, err error) {
+	if err := wh.checkEnvelope(); err != nil {
+		return Job{}, false, err
+	}
+	switch wh.Type {
+	case EventUserCreated:
+		job, err = wh.welcome(w)
+		return job, true, err
+	}
+	return Job{}, false, nil
 }
 
 // webhookID is the key id of an event: a sender's event id is unique per
@@ -116,7 +139,9 @@ func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResu
 	if err := decodePayload(t, &wh); err != nil {
 		return WebhookResult{}, err
 	}
-	if err := wh.validate(); err != nil {
+	// The same check as at ingest: a guard for tasks enqueued past the catalog.
+	job, routed, err := wh.route(h.Windows)
+	if err != nil {
 		return WebhookResult{}, permanent(err)
 	}
 	key, err := taskKey(ctx, t, wh.webhookID(), dedup.VolatileFields(wh))
@@ -124,49 +149,57 @@ func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResu
 		return WebhookResult{}, err
 	}
 	log := logger(h.Log).With(zap.String("key", key), zap.String("event_type", wh.Type))
-	switch wh.Type {
-	case EventUserCreated:
-		return h.userCreated(ctx, wh, log)
-	}
-	// Acknowledge what nobody routes: a retry would not change the answer.
-	log.Debug("webhook ignored")
-	return WebhookResult{Ignored: true, Type: wh.Type}, nil
-}
-
-// userCreated enqueues the welcome email, keyed by source and event id so a
-// redelivered event does not welcome twice and two senders never collide.
-func (h WebhookHandler) userCreated(ctx context.Context, wh Webhook, log *zap.Logger) (WebhookResult, error) {
-	var u UserCreated
-	// Not strict: senders add fields to their events, and that must not
-	// archive them. Wrong types and missing fields still fail.
-	err := json.NewDecoder(bytes.NewReader(wh.Data)).Decode(&u)
-	if err == nil && (u.UserID == "" || u.Email == "") {
-		err = errors.New("user_id or email is empty")
-	}
-	if err != nil {
-		return WebhookResult{}, permanent(fmt.Errorf("tasks: %s: %w: %s data: %v",
-			TypeWebhook, ErrInvalid, EventUserCreated, err))
-	}
-	subject, greeting := "Welcome", "Hi,"
-	if u.Name != "" {
-		subject, greeting = "Welcome, "+u.Name, "Hi "+u.Name+","
-	}
-	job, err := Emails.Job(Email{
-		ID:      "welcome-" + wh.webhookID(),
-		To:      u.Email,
-		Subject: subject,
-		Body:    greeting + "\n\nwelcome aboard: your account is ready.\n",
-	}, "", h.Windows)
-	if err != nil {
-		return WebhookResult{}, permanent(err)
+	if !routed {
+		// Acknowledge what nobody routes: a retry would not change the answer.
+		log.Debug("webhook ignored")
+		return WebhookResult{Ignored: true, Type: wh.Type}, nil
 	}
 	if h.Enqueuer == nil {
 		return WebhookResult{}, errors.New("tasks: webhook handler has no Enqueuer")
 	}
 	out, err := h.Enqueuer.Enqueue(ctx, job)
 	if err != nil {
-		return WebhookResult{}, fmt.Errorf("tasks: %s: enqueue welcome email: %w", TypeWebhook, err)
+		return WebhookResult{}, fmt.Errorf("tasks: %s: enqueue %s: %w", TypeWebhook, job.Task.Type(), err)
 	}
-	log.Debug("webhook routed", zap.String("routed", TypeEmail), zap.String("outcome", string(out.Decision)))
-	return WebhookResult{Routed: TypeEmail, Outcome: out.Decision, TaskID: out.TaskID}, nil
+	log.Debug("webhook routed", zap.String("routed", job.Task.Type()), zap.String("outcome", string(out.Decision)))
+	return WebhookResult{Routed: job.Task.Type(), Outcome: out.Decision, TaskID: out.TaskID}, nil
+}
+
+// welcome is the welcome email of a user.created event, keyed by source and
+// event id so a redelivered event does not welcome twice and two senders
+// never collide.
+func (wh Webhook) welcome(w Windows) (Job, error) {
+	fail := func(err error) (Job, error) {
+		return Job{}, fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
+	}
+	if len(wh.Data) == 0 {
+		return fail(fmt.Errorf("%w: no data", ErrInvalid))
+	}
+	var u UserCreated
+	// Not strict: senders add fields to their events, and that must not
+	// refuse them. Wrong types and missing fields still fail.
+	if err := json.NewDecoder(bytes.NewReader(wh.Data)).Decode(&u); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
+	}
+	switch {
+	case u.UserID == "":
+		return fail(fmt.Errorf("%w: user_id is missing or empty", ErrInvalid))
+	case u.Email == "":
+		return fail(fmt.Errorf("%w: email is missing or empty", ErrInvalid))
+	}
+	subject, greeting := "Welcome", "Hi,"
+	if u.Name != "" {
+		subject, greeting = "Welcome, "+u.Name, "Hi "+u.Name+","
+	}
+	// Emails.Job refuses a bad address or a name that would break the subject.
+	j, err := Emails.Job(Email{
+		ID:      "welcome-" + wh.webhookID(),
+		To:      u.Email,
+		Subject: subject,
+		Body:    greeting + "\n\nwelcome aboard: your account is ready.\n",
+	}, "", w)
+	if err != nil {
+		return fail(err)
+	}
+	return j, nil
 }

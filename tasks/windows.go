@@ -16,8 +16,12 @@ type Windows struct {
 	// PaymentRate throttles the same account, currency and amount under
 	// another payment id: the classic double submit. Default: 60s.
 	PaymentRate time.Duration
-	// FileScan refuses a second scan of one file_id, in any mode. Default: 30s.
+	// FileScan throttles an identical scan, and a second scan of one
+	// file_id in any mode, for this long from first acceptance; it is also
+	// the scan's unique window and done TTL. Default: 30s.
 	FileScan time.Duration
+	// OnRepeat overrides task types' repeat policies (ONCEQ_ON_REPEAT).
+	OnRepeat map[string]Repeat
 }
 
 // Default windows.

@@ -89,9 +89,9 @@ func (b *bench) prepare(e *enqueuer, side, queue string, n int) ([]op, error) {
 		}
 		switch side {
 		case enqWindow:
-			j.Window = &tasks.Rule{Key: b.ruleKey("win", queue, i), Window: tasks.DefaultFileScanWindow}
+			j.Rules = []*tasks.Rule{{Key: b.ruleKey("win", queue, i), Window: tasks.DefaultFileScanWindow}}
 		case enqRate:
-			j.Rate = &tasks.Rule{Key: b.ruleKey("rate", queue, i), Window: tasks.DefaultPaymentRateWindow}
+			j.Rules = []*tasks.Rule{{Key: b.ruleKey("rate", queue, i), Window: tasks.DefaultPaymentRateWindow}}
 		}
 		ops[i] = producerOp(e.producer, j, tasks.Enqueued)
 	}

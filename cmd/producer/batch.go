@@ -72,7 +72,11 @@ func batch(ctx context.Context, p *tasks.Producer, jobs []tasks.Job, out io.Writ
 func printOutcome(w io.Writer, o tasks.Outcome) {
 	switch o.Decision {
 	case tasks.Enqueued:
-		fmt.Fprintf(w, "enqueued %s as task %s on queue %s\n", o.Key, o.TaskID, o.Queue)
+		fmt.Fprintf(w, "enqueued %s as task %s on queue %s", o.Key, o.TaskID, o.Queue)
+		if o.Incarnation > 1 {
+			fmt.Fprintf(w, " (incarnation %d: the earlier job failed for good)", o.Incarnation)
+		}
+		fmt.Fprintln(w)
 	case tasks.Duplicate:
 		// The job that holds the key, by its key where its task id is one.
 		existing := o.TaskID
@@ -80,9 +84,6 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 			existing = k.String()
 		}
 		fmt.Fprintf(w, "duplicate of %s: %s", existing, o.Reason)
-		if o.RetryAfter > 0 {
-			fmt.Fprintf(w, " (accepted again in %s)", o.RetryAfter.Round(time.Second))
-		}
 		if len(o.Result) > 0 {
 			fmt.Fprintf(w, "; result %s", o.Result)
 		}
@@ -90,7 +91,7 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 	case tasks.Conflict:
 		fmt.Fprintf(w, "conflict %s: %s\n", o.Key, o.Reason)
 	case tasks.Throttled:
-		fmt.Fprintf(w, "throttled %s: %s; retry in %s\n", o.Key, o.Reason, o.RetryAfter.Round(time.Second))
+		fmt.Fprintf(w, "throttled %s: %s; retry in %s\n", o.Key, o.Reason, o.RetryAfter.Round(100*time.Millisecond))
 	}
 }
 

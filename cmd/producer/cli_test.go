@@ -58,11 +58,13 @@ func TestBatchRejectsBadLineAndEnqueuesNothing(t *testing.T) {
 		"no source":      `{"type":"webhook:process","payload":{"event_id":"e","type":"t"}}`,
 		"trailing":       `{"type":"email:send","payload":{"to":"a@example.com","subject":"s","body":"b"}} {}`,
 		"header newline": `{"type":"email:send","payload":{"to":"a@example.com","subject":"s\r\nBcc: x@y","body":"b"}}`,
+		"empty email":    `{"type":"email:send","payload":{"to":"a@example.com","subject":"","body":""}}`,
+		"no user_id":     `{"type":"webhook:process","payload":{"source":"acme","event_id":"e","type":"user.created","data":{"email":"a@example.com"}}}`,
 	} {
 		good := `{"type":"email:send","payload":{"to":"ok@example.com","subject":"s","body":"b"}}`
 		out, err := cli(t, good+"\n"+line+"\n", "batch")
-		if err == nil || !strings.Contains(err.Error(), "line 2") {
-			t.Errorf("%s: err %v, out %s", name, err, out)
+		if err == nil || !strings.Contains(err.Error(), "line 2") || exitCode(err) != exitUsage {
+			t.Errorf("%s: exit %d, err %v, out %s", name, exitCode(err), err, out)
 		}
 	}
 	if n, _ := srv.Client(t).Exists(context.Background(), "asynq:{default}:pending").Result(); n != 0 {

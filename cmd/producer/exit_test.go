@@ -42,8 +42,13 @@ func TestCLIParsesBeforeRedis(t *testing.T) {
 		{[]string{"email", "--to", "a@example.com", "extra"}, exitUsage, "unexpected arguments"},
 		{[]string{"status"}, exitUsage, "one KEY"},
 		{[]string{"status", "no-slash"}, exitUsage, "namespace/id"},
-		{[]string{"email", "--to", "not-an-address", "--subject", "s", "--body", "b"}, exitError, "invalid payload"},
-		{[]string{"enqueue", "fax:send", "{}"}, exitError, "unknown task type"},
+		// A payload the catalog refuses is bad input: exit 2, before Redis.
+		{[]string{"email", "--to", "not-an-address", "--subject", "s", "--body", "b"}, exitUsage, "invalid payload"},
+		{[]string{"email", "--to", "a@example.com"}, exitUsage, "subject and body are both empty"},
+		{[]string{"enqueue", "email:send", `{"to":"a@example.com","subject":"","body":""}`}, exitUsage, "subject and body are both empty"},
+		{[]string{"enqueue", "webhook:process", `{"source":"acme","event_id":"e1","type":"user.created","data":{"email":"a@example.com"}}`},
+			exitUsage, "user_id"},
+		{[]string{"enqueue", "fax:send", "{}"}, exitUsage, "unknown task type"},
 		{[]string{}, exitUsage, "no command"},
 	} {
 		out, err := cli(t, "", c.args...)

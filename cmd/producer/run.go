@@ -30,8 +30,8 @@ commands:
 
 exit codes:
   0 enqueued (batch: no line failed and none conflicted)   1 error
-  2 usage (unknown command or flag, bad arguments)          3 duplicate
-  4 throttled   5 conflict (the key was accepted before with other content)
+  2 usage (unknown command or flag, bad arguments, a payload the catalog refuses)
+  3 duplicate   4 throttled   5 conflict (the key was accepted before with other content)
 
 Configuration is ONCEQ_* environment variables; "producer --help" lists them.`
 
@@ -64,7 +64,9 @@ func usageErr(format string, a ...any) error {
 	return &exitErr{code: exitUsage, err: fmt.Errorf(format, a...)}
 }
 
-// exitCode maps run's error to the process exit code.
+// exitCode maps run's error to the process exit code. A payload the
+// catalog refuses is bad input, like a bad flag: nothing was enqueued, and
+// only a corrected command can succeed.
 func exitCode(err error) int {
 	var e *exitErr
 	switch {
@@ -72,6 +74,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &e):
 		return e.code
+	case errors.Is(err, tasks.ErrInvalid):
+		return exitUsage
 	}
 	return exitError
 }
@@ -174,7 +178,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 var commandHelp = map[string]string{
 	"batch": "usage: producer batch < jobs.jsonl\n\nOne JSON object per line: {\"type\":\"email:send\",\"payload\":{...},\"idempotency_key\":\"...\"}.\n" +
 		"Blank lines and lines starting with # are skipped. Every line is checked before anything is\n" +
-		"enqueued; an error names its line. Exit 0 unless a line failed (1) or conflicted (5).",
+		"enqueued; an error names its line. Exit 0 unless a line is refused (2), failed (1) or conflicted (5).",
 	"status": "usage: producer status KEY\n\nKEY is namespace/id, or the task id the enqueue commands print.\n" +
 		"States: pending, scheduled, running, retry, done, failed, archived, unknown.",
 }
@@ -187,14 +191,8 @@ func load() (config.Producer, *tasks.Catalog, error) {
 	if err != nil {
 		return cfg, nil, err
 	}
-	catalog, err := newCatalog(cfg.Dedup)
+	catalog, err := daemon.Catalog(cfg.Dedup)
 	return cfg, catalog, err
-}
-
-// newCatalog is the task catalog under the configured windows.
-func newCatalog(d config.Dedup) (*tasks.Catalog, error) {
-	return tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
-		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow})
 }
 
 // connected runs f with a Producer on the configured Redis.

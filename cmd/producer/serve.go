@@ -58,7 +58,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	defer d.Shutdown(shutdownTimeout) // on early returns; a no-op after the drain below
 	rdb, metrics := d.Redis, d.Metrics
-	catalog, err := newCatalog(cfg.Dedup)
+	catalog, err := daemon.Catalog(cfg.Dedup)
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	}
 
 	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb), slices.Sorted(maps.Keys(cfg.Queues))...))
-	catalog, err := newCatalog(cfg.Dedup)
+	catalog, err := daemon.Catalog(cfg.Dedup)
 	if err != nil {
 		return err
 	}
@@ -155,12 +155,6 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.Shutdown(5 * time.Second)
 	log.Info("stopped")
 	return nil
-}
-
-// newCatalog is the task catalog under the configured windows.
-func newCatalog(d config.Dedup) (*tasks.Catalog, error) {
-	return tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
-		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow})
 }
 
 func asynqLevel(l string) asynq.LogLevel {

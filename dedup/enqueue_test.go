@@ -1,0 +1,49 @@
+package dedup_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+// The guard recognises the scripts go.mod's asynq sends for an enqueue and
+// a scheduled enqueue; a new asynq release fails here until lua/asynq is
+// checked against it. On a real redis-server: the guard is Lua.
+func TestEnqueueGuardContract(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	client := asynq.NewClientFromRedisClient(dedup.GuardEnqueues(rdb))
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	k := dedup.Key{Namespace: "guard:test", ID: "k-1"}
+	for _, opts := range [][]asynq.Option{{}, {asynq.ProcessIn(time.Hour)}} {
+		gctx, g := dedup.GuardEnqueue(ctx, k, "pending", "scheduled")
+		opts = append(opts, asynq.TaskID(k.TaskID()))
+		if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", []byte(`{}`)), opts...); err != nil {
+			t.Fatal(err)
+		}
+		if !g.Ran {
+			t.Fatalf("asynq's insert (%d options) did not run through the guard: lua/asynq no longer matches go.mod's asynq", len(opts))
+		}
+	}
+	// The scheduled one replaced the pending one.
+	q, err := insp.GetQueueInfo("default")
+	if err != nil || q.Pending != 0 || q.Scheduled != 1 {
+		t.Fatalf("queue %+v (%v); want the second insert to have replaced the first", q, err)
+	}
+	// Without replace states an existing task refuses, as asynq's own does.
+	gctx, _ := dedup.GuardEnqueue(ctx, k)
+	if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", nil), asynq.TaskID(k.TaskID())); !errors.Is(err, asynq.ErrTaskIDConflict) {
+		t.Fatalf("unguarded repeat: %v, want ErrTaskIDConflict", err)
+	}
+	// An unguarded enqueue through the same client is asynq's, unchanged.
+	if _, err := client.EnqueueContext(ctx, asynq.NewTask("guard:test", nil), asynq.TaskID(k.TaskID())); !errors.Is(err, asynq.ErrTaskIDConflict) {
+		t.Fatalf("plain repeat: %v, want ErrTaskIDConflict", err)
+	}
+}

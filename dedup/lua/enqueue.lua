@@ -1,0 +1,38 @@
+-- onceq's guard, run in place of asynq's enqueue or schedule script (appended
+-- below it unchanged, by enqueue.go), so the checks and the insert are one step.
+-- KEYS[1], KEYS[2], ARGV[1..3] -> asynq's own: the task hash, and the pending
+--   list (enqueue) or the scheduled set (schedule); message, id/time as asynq sends
+-- KEYS[3] -> asynq:{<queue>}:pending
+-- KEYS[4] -> asynq:{<queue>}:scheduled
+-- KEYS[5] -> asynq:{<queue>}:archived
+-- KEYS[6] -> onceq:{ns/id}:rec, the idempotency record; absent on Cluster (another slot)
+-- ARGV[4] -> the task id
+-- ARGV[5] -> the asynq states an existing task may be replaced from, comma
+--            delimited on both ends (",archived," or ",pending,scheduled,"); "" none
+-- Returns: asynq's reply, 1 inserted or 0 refused (its task id conflict). It is
+-- also 0, with nothing written, when the record says done (the task was
+-- deleted, its job is still done) or the existing task is in another state.
+-- A replaced task is removed in the same step as its successor is inserted:
+-- never both, never neither.
+if KEYS[6] then
+  local rec = redis.pcall('GET', KEYS[6])
+  if type(rec) == 'string' and string.sub(rec, 1, 2) == 'd|' then
+    return 0
+  end
+end
+local state = redis.call('HGET', KEYS[1], 'state')
+if state then
+  if ARGV[5] == '' or not string.find(ARGV[5], ',' .. state .. ',', 1, true) then
+    return 0
+  end
+  if state == 'pending' then
+    redis.call('LREM', KEYS[3], 0, ARGV[4])
+  elseif state == 'scheduled' then
+    redis.call('ZREM', KEYS[4], ARGV[4])
+  elseif state == 'archived' then
+    redis.call('ZREM', KEYS[5], ARGV[4])
+  else
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+end

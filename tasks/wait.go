@@ -1,0 +1,66 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// EnqueueWait is Enqueue, then, for a job accepted now or before and not
+// finished, Wait up to timeout: the Outcome's State and Result are then the
+// job's as it stands (done with its result if it finished in time). A
+// throttled or conflicting job, or one already done, is answered at once.
+func (p *Producer) EnqueueWait(ctx context.Context, j Job, timeout time.Duration) (Outcome, error) {
+	out, err := p.Enqueue(ctx, j)
+	if err != nil || (out.Decision != Enqueued && out.Decision != Duplicate) || out.State == StatusDone {
+		return out, err
+	}
+	st, err := p.Wait(ctx, j, timeout)
+	if err != nil {
+		return out, err
+	}
+	out.State = st.State
+	if st.State == StatusDone {
+		out.Result = st.result
+	}
+	return out, nil
+}
+
+// Wait polls j's record and task until the job is done or failed for good,
+// or timeout passes (no error: the status says where the job is), starting
+// at 10 ms between reads and backing off to 250 ms.
+func (p *Producer) Wait(ctx context.Context, j Job, timeout time.Duration) (JobStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pause := 10 * time.Millisecond
+	for {
+		rec, err := p.store.Status(ctx, j.Key)
+		if err != nil && ctx.Err() == nil {
+			return JobStatus{}, err
+		}
+		info, ierr := p.insp.GetTaskInfo(j.Queue, j.Key.TaskID())
+		if ierr != nil && !errors.Is(ierr, asynq.ErrTaskNotFound) && !errors.Is(ierr, asynq.ErrQueueNotFound) {
+			return JobStatus{}, ierr
+		}
+		if ierr != nil {
+			info = nil
+		}
+		st := statusOf(j.Key, rec, info)
+		st.result = rec.Result
+		if len(st.result) == 0 && info != nil {
+			st.result = info.Result
+		}
+		switch st.State {
+		case StatusDone, StatusFailed, StatusArchived:
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}
