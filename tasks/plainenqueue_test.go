@@ -69,30 +69,59 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 		mw.Shutdown(context.Background())
 	})
 
-	p := tasks.Payment{PaymentID: "pmt-plain-1", Account: "acct-1", Amount: 500, Currency: "EUR"}
-	payload := []byte(`{"payment_id":"pmt-plain-1","account":"acct-1","amount":500,"currency":"EUR"}`)
-	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask(tasks.TypePayment, payload)); err != nil {
+	client := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { client.Close() })
+	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{})
+	payment := func(id string) (tasks.Job, *asynq.Task) {
+		j, err := tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-1", Amount: 500, Currency: "EUR"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := []byte(`{"payment_id":"` + id + `","account":"acct-1","amount":500,"currency":"EUR"}`)
+		return j, asynq.NewTask(tasks.TypePayment, plain)
+	}
+	workerDuplicate := func(want dedup.Key) {
+		t.Helper()
+		select {
+		case k := <-dups:
+			if k != want {
+				t.Fatalf("duplicate under %v, want %v", k, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the second job of %v was never answered as a duplicate; handler runs %d", want, runs.Load())
+		}
+	}
+
+	// Plain asynq first, then the Producer: whether the Producer sees the
+	// done record itself or the worker answers, nothing runs again.
+	j, plain := payment("pmt-plain-1")
+	if _, err := client.Enqueue(plain); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, ran, "the plain asynq task to run")
-	j, err := tasks.NewPayment(p)
-	if err != nil {
+	out, err := producer.Enqueue(ctx, j)
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case out.Decision == tasks.Enqueued:
+		workerDuplicate(j.Key)
+	case out.Decision != tasks.Duplicate || out.Key != j.Key.String():
+		t.Fatalf("producer after the plain run: %+v, want enqueued or a duplicate of %v", out, j.Key)
+	}
+
+	// The Producer first, then plain asynq: the worker answers the duplicate.
+	j, plain = payment("pmt-plain-2")
+	if out, err := producer.Enqueue(ctx, j); err != nil || out.Decision != tasks.Enqueued {
+		t.Fatalf("producer: %+v %v", out, err)
+	}
+	wait(t, ran, "the producer's task to run")
+	if _, err := client.Enqueue(plain); err != nil {
 		t.Fatal(err)
 	}
-	out, err := tasks.NewProducer(rdb, store, tasks.ProducerOptions{}).Enqueue(ctx, j)
-	if err != nil || out.Decision != tasks.Enqueued {
-		t.Fatalf("producer: %+v %v; want enqueued (asynq holds no task of that id)", out, err)
-	}
-	select {
-	case k := <-dups:
-		if k != j.Key {
-			t.Fatalf("duplicate under %v, want %v", k, j.Key)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the producer's job was never answered as a duplicate; handler runs %d", runs.Load())
-	}
-	if runs.Load() != 1 || gw.n.Load() != 1 {
-		t.Fatalf("handler ran %d times, gateway charged %d; want 1 and 1", runs.Load(), gw.n.Load())
+	workerDuplicate(j.Key)
+
+	if runs.Load() != 2 || gw.n.Load() != 2 {
+		t.Fatalf("handler ran %d times, gateway charged %d; want 2 and 2, one per payment", runs.Load(), gw.n.Load())
 	}
 }
 
