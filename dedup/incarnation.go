@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/hibiken/asynq"
 )
 
 // ErrBadIncarnation is wrapped by Incarnation for a HeaderIncarnation that
@@ -20,11 +18,12 @@ var ErrBadIncarnation = errors.New("dedup: bad incarnation header")
 // maxIncarnationDigits keeps the number well inside an int on every platform.
 const maxIncarnationDigits = 9
 
-// Incarnation is the life of its key that t belongs to, from
-// HeaderIncarnation: 1 when the header is absent, else its value, which must
-// be a positive decimal integer without sign, spaces or leading zeros.
-func Incarnation(t *asynq.Task) (int, error) {
-	v, ok := t.Headers()[HeaderIncarnation]
+// Incarnation is the life of its key that a task with headers h belongs
+// to, from HeaderIncarnation: 1 when the header is absent, else its value,
+// which must be a positive decimal integer without sign, spaces or leading
+// zeros.
+func Incarnation(h map[string]string) (int, error) {
+	v, ok := h[HeaderIncarnation]
 	if !ok {
 		return 1, nil
 	}

@@ -16,16 +16,16 @@ func TestIncarnation(t *testing.T) {
 	task := func(v string) *asynq.Task {
 		return asynq.NewTaskWithHeaders("payment:charge", nil, map[string]string{dedup.HeaderIncarnation: v})
 	}
-	if n, err := dedup.Incarnation(asynq.NewTask("payment:charge", nil)); n != 1 || err != nil {
+	if n, err := dedup.Incarnation(nil); n != 1 || err != nil {
 		t.Fatalf("no header: %d %v, want 1", n, err)
 	}
 	for v, want := range map[string]int{"1": 1, "2": 2, "17": 17, "999999999": 999999999} {
-		if n, err := dedup.Incarnation(task(v)); n != want || err != nil {
+		if n, err := dedup.Incarnation(task(v).Headers()); n != want || err != nil {
 			t.Errorf("%q: %d %v, want %d", v, n, err, want)
 		}
 	}
 	for _, v := range []string{"", "0", "-1", "+2", "02", " 2", "2 ", "2.0", "1e3", "two", "1000000000", "99999999999999999999"} {
-		if n, err := dedup.Incarnation(task(v)); !errors.Is(err, dedup.ErrBadIncarnation) {
+		if n, err := dedup.Incarnation(task(v).Headers()); !errors.Is(err, dedup.ErrBadIncarnation) {
 			t.Errorf("%q: %d %v, want ErrBadIncarnation", v, n, err)
 		}
 	}

@@ -106,7 +106,7 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 		k, fp, err := m.keyOf(ctx, t, topts)
 		n := 1
 		if err == nil {
-			n, err = Incarnation(t)
+			n, err = Incarnation(t.Headers())
 		}
 		if err != nil {
 			m.opts.Observer(ctx, Decision{Op: OpClaim, Key: Key{Namespace: t.Type()}, Outcome: OutcomeBadPayload, Reason: err.Error()})

@@ -66,7 +66,7 @@ func incarnation(ctx context.Context, t *asynq.Task) int {
 	if n, ok := dedup.IncarnationFromContext(ctx); ok {
 		return n
 	}
-	n, _ := dedup.Incarnation(t)
+	n, _ := dedup.Incarnation(t.Headers())
 	return n
 }
 

@@ -130,7 +130,7 @@ func taskKey(ctx context.Context, t *asynq.Task, explicit string, volatile []str
 	n, ok := dedup.IncarnationFromContext(ctx)
 	if !ok {
 		var err error
-		if n, err = dedup.Incarnation(t); err != nil {
+		if n, err = dedup.Incarnation(t.Headers()); err != nil {
 			return "", permanent(fmt.Errorf("tasks: %s: %w: %w", t.Type(), ErrInvalid, err))
 		}
 	}

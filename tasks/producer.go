@@ -291,9 +291,10 @@ func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec dedup.Record) (i
 	return insert{}, false
 }
 
-// incarnationOf reads HeaderIncarnation: 1 when absent or unreadable.
+// incarnationOf reads an existing task's incarnation; one whose header is
+// unreadable (not the Producer's) counts as the first.
 func incarnationOf(h map[string]string) int {
-	if n, err := strconv.Atoi(h[dedup.HeaderIncarnation]); err == nil && n > 1 {
+	if n, err := dedup.Incarnation(h); err == nil {
 		return n
 	}
 	return 1

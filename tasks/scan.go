@@ -77,6 +77,7 @@ var Scans = builtinKind(Define(Spec[Scan]{
 	KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
 	Unique:   func(w Windows) time.Duration { return w.FileScan },
 	Window:   func(w Windows) time.Duration { return w.FileScan },
+	DoneTTL:  func(w Windows) time.Duration { return w.FileScan },
 	Prepare:  (*Scan).prepare,
 	Validate: Scan.validate,
 	Rules: func(s Scan, w Windows) ([]*Rule, error) {
