@@ -50,8 +50,8 @@ type guardKey struct{}
 // through a GuardEnqueues client: it is refused while k's record is done,
 // even if its task was deleted (not on Cluster, where the record sits in
 // another slot), and an existing task of k in one of the asynq states
-// replace ("archived", "pending", "scheduled") is swapped for the new one
-// atomically. Any other existing task refuses it, as asynq's task id does.
+// replace ("archived", "pending", "scheduled", "completed") is swapped for
+// the new one atomically. Any other existing task refuses it, as asynq's task id does.
 func GuardEnqueue(ctx context.Context, k Key, replace ...string) (context.Context, *EnqueueGuard) {
 	g := &EnqueueGuard{key: k}
 	if len(replace) > 0 {
@@ -87,7 +87,7 @@ func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, 
 		return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	}
 	base += "}:"
-	ks := append(keys[:2:2], base+"pending", base+"scheduled", base+"archived")
+	ks := append(keys[:2:2], base+"pending", base+"scheduled", base+"archived", base+"completed")
 	if !c.cluster {
 		ks = append(ks, recordKey(g.key))
 	}

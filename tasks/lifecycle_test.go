@@ -241,3 +241,50 @@ func TestDebouncePolicy(t *testing.T) {
 		t.Fatalf("scheduled %s at %v (start %v); want the last body about 2s on", info.Payload, info.NextProcessAt, start)
 	}
 }
+
+// The record's done TTL, not asynq's retention, says how long done lasts:
+// a completed task that outlived its record (asynq's janitor removes
+// expired ones only every few seconds) no longer holds the key.
+func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	p, _, _ := newProducer(t, rdb)
+	short, err := dedup.NewRedisStore(rdb, dedup.Options{DoneTTL: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := payment(t, "pmt-retained-1", "acct-1", 4200)
+	enqueue(t, p, j, tasks.Enqueued)
+
+	mw, err := dedup.NewMiddleware(short, dedup.MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{}, 4)
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 1, LogLevel: asynq.ErrorLevel,
+		Queues: map[string]int{j.Queue: 1}})
+	mux := asynq.NewServeMux()
+	mux.Use(mw.Wrap)
+	mux.HandleFunc(tasks.TypePayment, func(context.Context, *asynq.Task) error { ran <- struct{}{}; return nil })
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Shutdown(); _ = mw.Shutdown(ctx) }()
+	<-ran
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec, err := short.Status(ctx, j.Key)
+		info, ierr := insp.GetTaskInfo(j.Queue, j.Key.TaskID())
+		if err == nil && rec.State == dedup.StateAbsent && ierr == nil && info.State == asynq.TaskStateCompleted {
+			break // the record is gone, the task is still retained
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("record %+v (%v), task %+v (%v)", rec, err, info, ierr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	enqueue(t, p, j, tasks.Enqueued)
+	<-ran
+}

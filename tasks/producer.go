@@ -268,6 +268,11 @@ func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec dedup.Record) (i
 			in.delay, in.first = j.Repeat.Delay, time.Now().UnixMilli()
 		}
 		return in, true
+	case info.State == asynq.TaskStateCompleted:
+		// The record, not asynq's retention, says how long done lasts: a
+		// completed task that outlived it (asynq's janitor deletes expired
+		// ones every few seconds) holds a key that is free.
+		return insert{incarnation: inc, replace: []string{"completed"}}, rec.State == dedup.StateAbsent
 	case info.State != asynq.TaskStatePending && info.State != asynq.TaskStateScheduled:
 		return insert{}, false
 	}

@@ -5,17 +5,20 @@
 -- KEYS[3] -> asynq:{<queue>}:pending
 -- KEYS[4] -> asynq:{<queue>}:scheduled
 -- KEYS[5] -> asynq:{<queue>}:archived
--- KEYS[6] -> onceq:{ns/id}:rec, the idempotency record; absent on Cluster (another slot)
+-- KEYS[6] -> asynq:{<queue>}:completed
+-- KEYS[7] -> onceq:{ns/id}:rec, the idempotency record; absent on Cluster (another slot)
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the asynq states an existing task may be replaced from, comma
---            delimited on both ends (",archived," or ",pending,scheduled,"); "" none
+--            delimited on both ends (",archived," or ",pending,scheduled,"); "" none.
+--            "completed" is replaced only while the record is not done: its
+--            retention outlived the record's done TTL (asynq's janitor lags)
 -- Returns: asynq's reply, 1 inserted or 0 refused (its task id conflict). It is
 -- also 0, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
 -- A replaced task is removed in the same step as its successor is inserted:
 -- never both, never neither.
-if KEYS[6] then
-  local rec = redis.pcall('GET', KEYS[6])
+if KEYS[7] then
+  local rec = redis.pcall('GET', KEYS[7])
   if type(rec) == 'string' and string.sub(rec, 1, 2) == 'd|' then
     return 0
   end
@@ -31,6 +34,8 @@ if state then
     redis.call('ZREM', KEYS[4], ARGV[4])
   elseif state == 'archived' then
     redis.call('ZREM', KEYS[5], ARGV[4])
+  elseif state == 'completed' then
+    redis.call('ZREM', KEYS[6], ARGV[4])
   else
     return 0
   end
