@@ -31,10 +31,35 @@
 // next incarnation of the key (HeaderIncarnation), perhaps with a corrected
 // payload, runs. A live lease with another fingerprint answers InProgress,
 // never Mismatch: two jobs of one key never run at once, and the newer waits
-// instead of being archived. Extend,
-// Complete and Release are compare-and-set scripts: they write only while the
-// record still starts with the hold's state, token and owner; a worker whose
-// lease was taken over gets ErrLeaseLost and writes nothing.
+// instead of being archived. Extend, Complete and Release are
+// compare-and-set scripts: they write only while the record still starts
+// with the hold's state, token and owner; a worker whose lease was taken
+// over gets ErrLeaseLost and writes nothing.
+//
+// # The life of a key
+//
+// The producer (tasks.Producer, through GuardEnqueue), the worker (this
+// record), the HTTP API and status follow one table:
+//
+//	state of the key          repeat, same content        other content          free again
+//	absent                    enqueued                    enqueued               -
+//	pending / scheduled       duplicate (debounce:        conflict (replace,     done or failed
+//	                          replaces it, starts later)  debounce: replaces it)
+//	running / retry           duplicate, in progress      conflict               done or failed
+//	done                      duplicate, stored result    conflict               the done TTL ends
+//	failed for good           a new incarnation runs      a new incarnation      at once
+//	inside a window / rule    throttled, retry after      throttled              the window ends
+//
+// "Failed for good" is an archived task: its last attempt failed, or the
+// worker refused it. Its record is failed, which never blocks a claim, and
+// the producer swaps the archived task for the next incarnation in one
+// script (lua/enqueue.lua), so there is never both nor neither. Retries
+// stay inside one incarnation; each incarnation has its own downstream key
+// (Key.Downstream: "ns/id", then "ns/id#2"), so a downstream that cached the
+// failed attempt's answer does not replay it. A done record refuses a repeat
+// even when its asynq task was deleted; a completed task that outlived its
+// done record does not. No key is refused without a live or done job behind
+// it, except by a window, which says when it ends.
 //
 // Leases run on Redis's clock alone: a running record lives lease + grace
 // (FailedTTL), and its lease is live while its PTTL exceeds the grace. Extend

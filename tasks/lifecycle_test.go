@@ -194,8 +194,12 @@ func TestReplacePolicy(t *testing.T) {
 	c := catalogWith(t, tasks.TypeEmail, "replace")
 	a := build(t, c, tasks.TypeEmail, `{"id":"e-1","to":"a@x.io","subject":"Hi","body":"first"}`)
 	b := build(t, c, tasks.TypeEmail, `{"id":"e-1","to":"a@x.io","subject":"Hi","body":"second"}`)
-	enqueue(t, p, a, tasks.Enqueued)
-	enqueue(t, p, b, tasks.Enqueued)
+	if o := enqueue(t, p, a, tasks.Enqueued); o.Replaced {
+		t.Fatalf("first enqueue says it replaced: %+v", o)
+	}
+	if o := enqueue(t, p, b, tasks.Enqueued); !o.Replaced {
+		t.Fatalf("second body: %+v, want it to say it replaced the first", o)
+	}
 	enqueue(t, p, b, tasks.Duplicate)
 	info, err := insp.GetTaskInfo(a.Queue, a.Key.TaskID())
 	if err != nil {
@@ -287,4 +291,12 @@ func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
 	}
 	enqueue(t, p, j, tasks.Enqueued)
 	<-ran
+	// The scan type's done record lasts its scan window, not 24 h.
+	c, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := c.TypeOptions()[tasks.TypeScan].DoneTTL; ttl != tasks.DefaultFileScanWindow {
+		t.Fatalf("scan done TTL %v, want %v", ttl, tasks.DefaultFileScanWindow)
+	}
 }

@@ -37,7 +37,10 @@ type Outcome struct {
 	// Incarnation of the key this job is (Enqueued) or met (Duplicate): 1,
 	// or more after earlier jobs of the key failed for good.
 	Incarnation int
-	Reason      string
+	// Replaced (Enqueued): the job took the place of one of its key that
+	// had not started (the replace or debounce policy), which never runs.
+	Replaced bool
+	Reason   string
 }
 
 // Enqueuer is what handlers that fan out (webhook routing) need of the Producer.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -123,6 +124,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 		if err == nil {
 			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
 			out.Incarnation = next.incarnation
+			out.Replaced = slices.Contains(next.replace, "pending")
 			break
 		}
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {

@@ -76,6 +76,9 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 		if o.Incarnation > 1 {
 			fmt.Fprintf(w, " (incarnation %d: the earlier job failed for good)", o.Incarnation)
 		}
+		if o.Replaced {
+			fmt.Fprint(w, " (replaced its job that had not started)")
+		}
 		fmt.Fprintln(w)
 	case tasks.Duplicate:
 		// The job that holds the key, by its key where its task id is one.
