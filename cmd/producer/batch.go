@@ -94,7 +94,11 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 	case tasks.Conflict:
 		fmt.Fprintf(w, "conflict %s: %s\n", o.Key, o.Reason)
 	case tasks.Throttled:
-		fmt.Fprintf(w, "throttled %s: %s; retry in %s\n", o.Key, o.Reason, o.RetryAfter.Round(100*time.Millisecond))
+		after := o.RetryAfter.Round(time.Second)
+		if after == 0 {
+			after = o.RetryAfter.Round(time.Millisecond)
+		}
+		fmt.Fprintf(w, "throttled %s: %s; retry in %s\n", o.Key, o.Reason, after)
 	}
 }
 
