@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
@@ -45,5 +46,26 @@ func TestEnqueueGuardContract(t *testing.T) {
 	// An unguarded enqueue through the same client is asynq's, unchanged.
 	if _, err := client.EnqueueContext(ctx, asynq.NewTask("guard:test", nil), asynq.TaskID(k.TaskID())); !errors.Is(err, asynq.ErrTaskIDConflict) {
 		t.Fatalf("plain repeat: %v, want ErrTaskIDConflict", err)
+	}
+}
+
+// On a Cluster the guard leaves the record out (another slot) and still
+// swaps a task in its queue's slot.
+func TestEnqueueGuardOnCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t)})
+	t.Cleanup(func() { rdb.Close() })
+	client := asynq.NewClientFromRedisClient(dedup.GuardEnqueues(rdb))
+	k := dedup.Key{Namespace: "guard:test", ID: "cluster-1"}
+	for i, replace := range [][]string{nil, {"pending"}} {
+		gctx, g := dedup.GuardEnqueue(ctx, k, replace...)
+		if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", []byte{byte('a' + i)}), asynq.TaskID(k.TaskID())); err != nil || !g.Ran {
+			t.Fatalf("insert %d on a cluster: %v (guard ran: %v)", i, err, g.Ran)
+		}
+	}
+	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo("default", k.TaskID())
+	if err != nil || string(info.Payload) != "b" {
+		t.Fatalf("task %+v (%v), want the replacement", info, err)
 	}
 }
