@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +16,18 @@ import (
 	"github.com/onceq/onceq/tasks"
 )
 
-type decisions struct{ got []dedup.Decision }
+// decisions records what the producer observed; producers may be called
+// from many goroutines.
+type decisions struct {
+	mu  sync.Mutex
+	got []dedup.Decision
+}
 
-func (d *decisions) observe(_ context.Context, x dedup.Decision) { d.got = append(d.got, x) }
+func (d *decisions) observe(_ context.Context, x dedup.Decision) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.got = append(d.got, x)
+}
 
 func newProducer(t *testing.T, rdb redis.UniversalClient) (*tasks.Producer, *dedup.RedisStore, *decisions) {
 	t.Helper()
