@@ -310,16 +310,16 @@ func TestNoStuckKey(t *testing.T) {
 	if n := r.gw.Total(); n != charged {
 		t.Errorf("the ledger made %d charges for %d charged keys", n, charged)
 	}
-	var lost float64
+	lost := map[string]float64{}
 	for _, w := range live {
-		lost += metricSum(w.metrics(), "onceq_lease_lost_total", nil)
+		lost[w.name] = metricSum(w.metrics(), "onceq_lease_lost_total", nil)
 	}
 	names := make([]string, 0, len(failed))
 	for _, j := range failed {
 		names = append(names, j.Key.Downstream(again[keyOf(j)].Incarnation))
 	}
 	sort.Strings(names)
-	t.Logf("no stuck key: %d failed keys enqueued again, each incarnation 2 and done under its new key (%s ... %s); %d charges for %d payments, %d emails once each; %v claims lost to a takeover; %s in all",
+	t.Logf("no stuck key: %d failed keys enqueued again, each incarnation 2 and done under its new key (%s ... %s); %d charges for %d payments, %d emails once each; claims lost to a takeover %v; %s in all",
 		len(failed), names[0], names[len(names)-1], r.gw.Total(), charged, r.smtp.Total(), lost, time.Since(start).Round(time.Second))
 }
 
