@@ -3,10 +3,12 @@ package faulttest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +18,8 @@ import (
 // Gateway is the payment gateway of fault tests: the real tasks.Ledger behind
 // a handler that counts every POST per Idempotency-Key before the ledger's
 // own deduplication, counts the charges the ledger actually creates, and can
-// stall the first POST of a key to hold a worker in the middle of its handler.
+// stall the first POST of a key to hold a worker in the middle of its handler,
+// and decline chosen payments for good.
 type Gateway struct {
 	URL string
 
@@ -24,10 +27,12 @@ type Gateway struct {
 	srv    *httptest.Server
 	quit   chan struct{}
 
-	mu      sync.Mutex
-	posts   map[string]int
-	charges map[string]int
-	stalls  map[string]*Stall
+	mu       sync.Mutex
+	posts    map[string]int
+	charges  map[string]int
+	declines map[string]int
+	decline  string // payment id prefix declined under a first incarnation's key
+	stalls   map[string]*Stall
 }
 
 // Stall holds the first POST of one key.
@@ -64,7 +69,8 @@ func (s *Stall) Outcome() string { return s.outcome }
 
 // NewGateway starts a gateway on a loopback port.
 func NewGateway() *Gateway {
-	g := &Gateway{quit: make(chan struct{}), posts: map[string]int{}, charges: map[string]int{}, stalls: map[string]*Stall{}}
+	g := &Gateway{quit: make(chan struct{}), posts: map[string]int{}, charges: map[string]int{},
+		declines: map[string]int{}, stalls: map[string]*Stall{}}
 	g.srv = httptest.NewServer(g)
 	g.URL = g.srv.URL
 	return g
@@ -79,7 +85,30 @@ func (g *Gateway) Stall(key string, s *Stall) *Stall {
 	return s
 }
 
-// ServeHTTP counts the POST, applies a stall, and forwards to the ledger.
+// DeclineFirst declines for good (402, which no retry changes) every charge
+// of a payment id starting with prefix under its first incarnation's
+// Idempotency-Key, and accepts it under a later one ("...#2"): a card that
+// was fixed before the payment was sent again.
+func (g *Gateway) DeclineFirst(prefix string) {
+	g.mu.Lock()
+	g.decline = prefix
+	g.mu.Unlock()
+}
+
+// declined says whether this POST is one DeclineFirst refuses.
+func (g *Gateway) declined(key string, body []byte) bool {
+	var p struct {
+		PaymentID string `json:"payment_id"`
+	}
+	g.mu.Lock()
+	prefix := g.decline
+	g.mu.Unlock()
+	return prefix != "" && !strings.Contains(key, "#") && json.Unmarshal(body, &p) == nil &&
+		strings.HasPrefix(p.PaymentID, prefix)
+}
+
+// ServeHTTP counts the POST, applies a decline or a stall, and forwards to
+// the ledger.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	// Read the body now: a stalled request may outlive its client.
@@ -98,6 +127,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			st = g.stalls[key]
 		}
 		g.mu.Unlock()
+		if g.declined(key, body) {
+			g.mu.Lock()
+			g.declines[key]++
+			g.mu.Unlock()
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusPaymentRequired)
+			_, _ = io.WriteString(w, `{"title":"card declined","detail":"the card was declined"}`)
+			return
+		}
 	}
 	if st != nil {
 		close(st.arrived)
@@ -166,6 +204,13 @@ func (g *Gateway) Charges(key string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.charges[key]
+}
+
+// Declines is how many POSTs of key DeclineFirst refused.
+func (g *Gateway) Declines(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.declines[key]
 }
 
 // Charged lists the keys with at least one charge, sorted.

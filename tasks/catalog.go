@@ -66,11 +66,13 @@ type Spec[P any] struct {
 // a usable one; the exported fields are for reading (routes, docs).
 type Kind struct {
 	Type, Queue, Route, KeyRule string
-	HeaderKey, WriteResult      bool
-	volatile                    []string
-	doneTTL                     func(Windows) time.Duration
-	build                       func(payload []byte, explicit string, w Windows) (Job, error)
-	handler                     func(Deps) asynq.Handler
+	// KeepFailed is the Spec's: an archived task of this type still holds
+	// its key (the worker counts them as onceq_blocked_keys).
+	HeaderKey, WriteResult, KeepFailed bool
+	volatile                           []string
+	doneTTL                            func(Windows) time.Duration
+	build                              func(payload []byte, explicit string, w Windows) (Job, error)
+	handler                            func(Deps) asynq.Handler
 }
 
 // Volatile returns the payload fields left out of the fingerprint.
@@ -92,7 +94,7 @@ func Define[P any](s Spec[P]) *Typed[P] {
 	}
 	t := &Typed[P]{spec: s}
 	t.kind = &Kind{Type: s.Type, Queue: s.Queue, Route: s.Route, KeyRule: s.KeyRule,
-		HeaderKey: s.SetID != nil, WriteResult: s.WriteResult, volatile: dedup.VolatileFields(zero),
+		HeaderKey: s.SetID != nil, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed, volatile: dedup.VolatileFields(zero),
 		handler: s.Handler, doneTTL: s.DoneTTL,
 		build: func(payload []byte, explicit string, w Windows) (Job, error) {
 			var p P
@@ -230,6 +232,18 @@ func (c *Catalog) Build(typ string, payload []byte, explicit string) (Job, error
 		return Job{}, fmt.Errorf("tasks: %w: unknown task type %q (known: %s)", ErrInvalid, typ, strings.Join(c.types(), ", "))
 	}
 	return k.build(payload, explicit, c.w)
+}
+
+// KeepFailed returns the types whose archived tasks keep their keys
+// refused (Spec.KeepFailed), sorted; none among the built-in types.
+func (c *Catalog) KeepFailed() []string {
+	var ts []string
+	for _, k := range c.kinds {
+		if k.KeepFailed {
+			ts = append(ts, k.Type)
+		}
+	}
+	return ts
 }
 
 func (c *Catalog) types() []string {

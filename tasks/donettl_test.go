@@ -35,3 +35,35 @@ func TestCatalogDoneTTL(t *testing.T) {
 		t.Fatalf("email:send done TTL %v, want 0 (the store's)", got)
 	}
 }
+
+// Spec.KeepFailed is on the Kind and in Catalog.KeepFailed, which the
+// worker's onceq_blocked_keys gauge reads; no built-in type keeps them.
+func TestCatalogKeepFailed(t *testing.T) {
+	t.Parallel()
+	audits := tasks.Define(tasks.Spec[Invoice]{
+		Type:       "audit:file",
+		ID:         func(i Invoice) string { return i.InvoiceID },
+		Validate:   func(Invoice) error { return nil },
+		KeepFailed: true,
+		Handler: func(tasks.Deps) asynq.Handler {
+			return asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+		},
+	})
+	if !audits.Kind().KeepFailed {
+		t.Fatal("Kind.KeepFailed not copied from the Spec")
+	}
+	builtin, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := builtin.KeepFailed(); len(got) != 0 {
+		t.Fatalf("built-in types keeping failed keys: %v, want none", got)
+	}
+	c, err := tasks.NewCatalog(tasks.Windows{}, append(tasks.Builtin(), audits.Kind())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.KeepFailed(); len(got) != 1 || got[0] != "audit:file" {
+		t.Fatalf("KeepFailed() = %v, want [audit:file]", got)
+	}
+}

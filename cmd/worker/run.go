@@ -76,11 +76,12 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 
-	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb), slices.Sorted(maps.Keys(cfg.Queues))...))
 	catalog, err := daemon.Catalog(cfg.Dedup)
 	if err != nil {
 		return err
 	}
+	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb), catalog.KeepFailed(),
+		slices.Sorted(maps.Keys(cfg.Queues))...))
 	metrics := d.Metrics
 	metrics.Zero("worker", slices.Sorted(maps.Keys(catalog.TypeOptions())))
 	store, err := dedup.NewRedisStore(rdb, dedup.Options{

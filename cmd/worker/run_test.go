@@ -400,6 +400,7 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 			// Started at zero: a configured queue asynq never saw, a counter
 			// before its first event.
 			strings.Contains(m, `onceq_queue_size{queue="low",state="pending"} 0`) &&
+			strings.Contains(m, `onceq_blocked_keys{queue="low"} 0`) &&
 			strings.Contains(m, `onceq_lease_lost_total{key_namespace="payment:charge"} 0`) &&
 			!strings.Contains(m, `{namespace="`) && !strings.Contains(m, `,namespace="`) {
 			break
