@@ -132,8 +132,9 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 			return Outcome{}, fmt.Errorf("tasks: enqueue %s: %w", holder, err)
 		}
 		out.TaskID = j.Key.TaskID()
-		again, ok := p.refused(ctx, j, &out)
-		if !ok || try == 2 { // the key moved on twice under us: report what it is
+		// After the key moved on under two replacements, report what it is.
+		again, ok := p.refused(ctx, j, &out, try < 2)
+		if !ok {
 			giveBack()
 			break
 		}
@@ -189,11 +190,12 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert) 
 	return info, err
 }
 
-// refused reads what holds j's key after asynq refused its task id, fills
-// out, and says whether the key's state lets j in by another insert: a task
-// that failed for good (a new incarnation), or one not started under j's
-// repeat policy. A conflict never carries the other job's result.
-func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) (insert, bool) {
+// refused reads what holds j's key after asynq refused its task id and
+// says whether the key's state lets j in by another insert (when
+// mayReplace): a task that failed for good (a new incarnation), or one not
+// started under j's repeat policy. Otherwise it fills out with the answer.
+// A conflict never carries the other job's result.
+func (p *Producer) refused(ctx context.Context, j Job, out *Outcome, mayReplace bool) (insert, bool) {
 	if p.opts.Brief {
 		out.Decision, out.State = Duplicate, StatusUnknown
 		out.Reason = "task id " + j.Key.String() + " already accepted"
@@ -215,7 +217,7 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome) (insert, bo
 	if rerr != nil {
 		rec = dedup.Record{State: dedup.StateAbsent}
 	}
-	if info != nil && rec.State != dedup.StateDone {
+	if mayReplace && info != nil && rec.State != dedup.StateDone {
 		if in, ok := p.replaceable(j, info, rec); ok {
 			return in, true
 		}
