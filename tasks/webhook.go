@@ -39,7 +39,8 @@ type Webhook struct {
 
 // data is the event's data: Data, or else the "data" member of Body.
 func (wh Webhook) data() json.RawMessage {
-	if len(wh.Data) > 0 || len(wh.Body) == 0 {
+	// A payload decoded from JSON has "data":null beside its body.
+	if (len(wh.Data) > 0 && string(wh.Data) != "null") || len(wh.Body) == 0 {
 		return wh.Data
 	}
 	var b struct {

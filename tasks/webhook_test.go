@@ -80,6 +80,9 @@ func TestNewWebhook(t *testing.T) {
 		{"user.created data in the sender's body", with(func(w *Webhook) {
 			w.Data, w.Body = nil, json.RawMessage(`{"id":"evt_1","type":"user.created","extra":1,"data":`+userData+`}`)
 		}), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created body data beside a decoded data:null", with(func(w *Webhook) {
+			w.Data, w.Body = json.RawMessage(`null`), json.RawMessage(`{"data":`+userData+`}`)
+		}), "", "webhook:process/auth0:evt_1", ""},
 		{"user.created body without data", with(func(w *Webhook) { w.Data, w.Body = nil, json.RawMessage(`{"id":"evt_1"}`) }), "", "", "no data"},
 		{"user.created body data without user_id", with(func(w *Webhook) {
 			w.Data, w.Body = nil, json.RawMessage(`{"data":{"email":"ann@example.com"}}`)
