@@ -21,7 +21,8 @@ var sourceRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // Webhook is the payload of TypeWebhook. Attempt and ReceivedAt change with
 // every redelivery by the sender, so they are not part of the fingerprint.
-// Body is the sender's signed body as received, any JSON object; senders
+// Body is the sender's signed body, any JSON object, every member kept in
+// order (whitespace compacted when the payload is marshalled); senders
 // change delivery metadata in it between redeliveries (onceq's attempt,
 // Stripe's pending_webhooks), so it is left out of the fingerprint too: the
 // event id is what names the event. An event with a Body takes its data
@@ -69,7 +70,8 @@ func (wh Webhook) checkEnvelope() error {
 		return fail("source %q does not match %s", wh.Source, sourceRE)
 	case wh.EventID == "":
 		return fail("event_id is empty")
-	case wh.Type == "":
+	case wh.Type == "" && len(wh.Body) == 0:
+		// A sender's body without a type is routed nowhere: ignored, not refused.
 		return fail("type is empty")
 	case len(wh.Type) > 255 || !printable(wh.Type):
 		return fail("type is not printable UTF-8 of at most 255 bytes")

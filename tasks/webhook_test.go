@@ -83,6 +83,7 @@ func TestNewWebhook(t *testing.T) {
 		{"user.created body data beside a decoded data:null", with(func(w *Webhook) {
 			w.Data, w.Body = json.RawMessage(`null`), json.RawMessage(`{"data":`+userData+`}`)
 		}), "", "webhook:process/auth0:evt_1", ""},
+		{"a sender's body without a type", with(func(w *Webhook) { w.Type, w.Data, w.Body = "", nil, json.RawMessage(`{"test":1}`) }), "", "webhook:process/auth0:evt_1", ""},
 		{"user.created body without data", with(func(w *Webhook) { w.Data, w.Body = nil, json.RawMessage(`{"id":"evt_1"}`) }), "", "", "no data"},
 		{"user.created body data without user_id", with(func(w *Webhook) {
 			w.Data, w.Body = nil, json.RawMessage(`{"data":{"email":"ann@example.com"}}`)
