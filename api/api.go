@@ -41,8 +41,11 @@ type Options struct {
 	// a signature by any of them is accepted, so a sender can rotate. A
 	// source without one is a 404. Default: none.
 	WebhookSecrets map[string][]string
-	// WebhookIDFields names, per source, the top-level field of the signed
-	// body that holds the sender's event id. Default: "id".
+	// WebhookSchemes names, per source, how its sender signs. A source not
+	// named is SchemeOnceq. Default: none.
+	WebhookSchemes map[string]Scheme
+	// WebhookIDFields names, per SchemeOnceq source, the top-level field of
+	// the signed body that holds the sender's event id. Default: "id".
 	WebhookIDFields map[string]string
 	// WebhookTolerance is how far a signature's timestamp may be from Now.
 	// Default: 5m.
@@ -133,16 +136,42 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	for src, f := range o.WebhookIDFields {
-		if _, ok := o.WebhookSecrets[src]; !ok || f == "" || reservedEventField[f] {
-			return o, fmt.Errorf("api: webhook id field %q of source %q: the source needs a secret, the field a name other than type, data or attempt", f, src)
+		if _, ok := o.WebhookSecrets[src]; !ok || f == "" || reservedEventField[f] || o.scheme(src) != SchemeOnceq {
+			return o, fmt.Errorf("api: webhook id field %q of source %q: the source needs a secret and the onceq scheme, the field a name other than type, data or attempt", f, src)
+		}
+	}
+	for src := range o.WebhookSchemes {
+		if _, ok := o.WebhookSecrets[src]; !ok {
+			return o, fmt.Errorf("api: webhook source %q has a scheme but no secret", src)
 		}
 	}
 	return o, nil
 }
 
+func (o Options) scheme(source string) Scheme {
+	if sc, ok := o.WebhookSchemes[source]; ok {
+		return sc
+	}
+	return SchemeOnceq
+}
+
+// sources builds each webhook source's verifier.
+func (o Options) sources() (map[string]sourceVerifier, error) {
+	m := make(map[string]sourceVerifier, len(o.WebhookSecrets))
+	for src, secrets := range o.WebhookSecrets {
+		v, err := newSourceVerifier(o.scheme(src), secrets)
+		if err != nil {
+			return nil, fmt.Errorf("api: webhook source %q: %w", src, err)
+		}
+		m[src] = v
+	}
+	return m, nil
+}
+
 // server holds what the handlers share.
 type server struct {
 	opts    Options
+	sources map[string]sourceVerifier
 	creds   []credential
 	claims  *claims
 	replays *replayCache
@@ -160,7 +189,11 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL)}
+	sources, err := o.sources()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{opts: o, sources: sources, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL)}
 	mux := http.NewServeMux()
 	for _, k := range o.Catalog.Kinds() {
 		if k.Route != "" {

@@ -4,7 +4,7 @@
 //	POST /v1/emails              {"to","subject","body","id"?,"trace_id"?}
 //	POST /v1/scans               {"path","mode"?,"file_id"?,"request_id"?}
 //	POST /v1/sms                 {"to","body","id"?}
-//	POST /v1/webhooks/{source}   {"id","type","data"?,"attempt"?}
+//	POST /v1/webhooks/{source}   any JSON object, signed by the source's Scheme
 //	GET  /v1/jobs/{key}          key is "namespace/id", URL-escaped or not
 //
 // The POST /v1/<route> endpoints come from the task catalog (tasks.Kind's
@@ -21,8 +21,10 @@
 // on loopback only, those routes are open and every caller is Anonymous.
 // Every 401 carries WWW-Authenticate.
 //
-// A webhook authenticates with an HMAC-SHA256 signature of its source's
-// secret, in the Stripe style:
+// A webhook authenticates by its source's Scheme: SchemeStripe,
+// SchemeGitHub and SchemeStandard as those senders sign, SchemeOnceq (the
+// default) with an HMAC-SHA256 signature of its source's secret, in the
+// Stripe style:
 //
 //	Onceq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
 //

@@ -78,16 +78,14 @@ func verify(header, secret string, body []byte, now time.Time, tolerance time.Du
 	if !ok {
 		return errNoMatch
 	}
-	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
-		return errors.New("signature timestamp is outside the tolerance of " + tolerance.String() + ": check the sender's clock")
-	}
-	return nil
+	return checkTimestamp(ts, now, tolerance)
 }
 
-// WebhookEvent is the body of POST /v1/webhooks/{source} with the default
-// id field. Attempt is the sender's delivery count: it may change between
-// redeliveries. A source configured with another id field sends that field
-// instead of (or beside) id.
+// WebhookEvent is what onceq reads of an onceq-scheme body with the
+// default id field; any other members are kept, not refused. Attempt is the
+// sender's delivery count: it may change between redeliveries. A source
+// configured with another id field sends that field instead of (or beside)
+// id.
 type WebhookEvent struct {
 	ID      string          `json:"id"`
 	Type    string          `json:"type"`
@@ -118,13 +116,14 @@ func verifyAny(header string, secrets []string, body []byte, now time.Time, tole
 	return first
 }
 
-// webhook serves POST /v1/webhooks/{source}: the signature authenticates,
-// the job key is the source plus the event id from the signed body, so a
-// captured body re-sent under a new Idempotency-Key is still a duplicate.
-// The Idempotency-Key is optional; it only scopes replays of the response.
+// webhook serves POST /v1/webhooks/{source}: the source's scheme
+// authenticates, the job key is the source plus the event id from what the
+// sender signed, so a captured body re-sent under a new Idempotency-Key (or
+// delivery id) is still a duplicate. The Idempotency-Key is optional; it
+// only scopes replays of the response.
 func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
-	secrets, ok := s.opts.WebhookSecrets[source]
+	v, ok := s.sources[source]
 	if !ok {
 		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
 		return
@@ -135,8 +134,9 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.opts.Now()
-	if err := verifyAny(r.Header.Get(SignatureHeader), secrets, body, now, s.opts.WebhookTolerance); err != nil {
-		w.Header().Set("WWW-Authenticate", `Onceq-Signature realm="onceq"`)
+	signedID, err := v.verify(r.Header, body, now, s.opts.WebhookTolerance)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", v.header()+` realm="onceq"`)
 		problem(http.StatusUnauthorized, probBadSignature, err.Error()).write(w)
 		return
 	}
@@ -154,11 +154,12 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	if idField == "" {
 		idField = "id"
 	}
-	// Attempt and the arrival time change with each redelivery: the job's
-	// fingerprint leaves them out, so a retry is not a mismatch.
+	// Attempt, the arrival time and the body (where senders change delivery
+	// metadata) are left out of the job's fingerprint, so a retry is not a
+	// mismatch.
 	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key,
 		func() (tasks.Job, *response) {
-			wh, err := event(body, idField)
+			wh, err := event(v.scheme, body, r.Header, idField, signedID)
 			if err != nil {
 				resp := refused(err)
 				return tasks.Job{}, &resp
@@ -173,39 +174,62 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		})
 }
 
-// event reads a webhook body: the event id from idField (a string or an
-// integer), type, data and attempt. Other fields are refused, as in every
-// other body the API takes.
-func event(body []byte, idField string) (tasks.Webhook, error) {
+// event reads a verified webhook body, any JSON object, kept whole as the
+// payload's body. The event id comes from what the sender signed: signedID
+// (Standard Webhooks), the body's idField (onceq; "id" for Stripe), or for
+// GitHub, whose delivery id is not signed, the SHA-256 of the body. The
+// type is the body's "type", or GitHub's X-GitHub-Event header.
+func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tasks.Webhook, error) {
 	var fields map[string]json.RawMessage
 	if err := tasks.Decode(body, &fields); err != nil {
 		return tasks.Webhook{}, err
 	}
-	var wh tasks.Webhook
-	for name, raw := range fields {
-		var err error
-		switch {
-		case name == idField:
+	wh := tasks.Webhook{Body: body}
+	member := func(name string, v any) error {
+		raw, ok := fields[name]
+		if !ok {
+			return nil
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			return fmt.Errorf("%w: field %q: %v", tasks.ErrMalformed, name, err)
+		}
+		return nil
+	}
+	switch sc {
+	case SchemeGitHub:
+		sum := sha256.Sum256(body)
+		wh.EventID, wh.Type = hex.EncodeToString(sum[:]), h.Get(GitHubEventHeader)
+		return wh, nil
+	case SchemeStandard:
+		wh.EventID = signedID
+	case SchemeStripe:
+		if err := member("id", &wh.EventID); err != nil {
+			return tasks.Webhook{}, err
+		}
+	default:
+		if raw, ok := fields[idField]; ok {
 			var n json.Number
-			if err = json.Unmarshal(raw, &wh.EventID); err != nil && json.Unmarshal(raw, &n) == nil {
+			err := json.Unmarshal(raw, &wh.EventID)
+			if err != nil && json.Unmarshal(raw, &n) == nil {
 				if _, ierr := n.Int64(); ierr == nil {
 					wh.EventID, err = n.String(), nil
 				}
 			}
-		case name == "type":
-			err = json.Unmarshal(raw, &wh.Type)
-		case name == "data":
-			wh.Data = raw
-		case name == "attempt":
-			err = json.Unmarshal(raw, &wh.Attempt)
-		case name == "id":
-			// The default id field, present beside a configured one.
-		default:
-			err = errors.New("unknown field " + strconv.Quote(name))
+			if err != nil {
+				return tasks.Webhook{}, fmt.Errorf("%w: field %q: %v", tasks.ErrMalformed, idField, err)
+			}
 		}
-		if err != nil {
-			return tasks.Webhook{}, fmt.Errorf("%w: field %q: %v", tasks.ErrMalformed, name, err)
+		if err := member("attempt", &wh.Attempt); err != nil {
+			return tasks.Webhook{}, err
 		}
+	}
+	if err := member("type", &wh.Type); err != nil {
+		return tasks.Webhook{}, err
+	}
+	if wh.Type == "" && sc == SchemeOnceq {
+		// onceq's own dialect requires a type; another sender's event
+		// without one is routed nowhere and acknowledged.
+		return tasks.Webhook{}, fmt.Errorf("%w: type is missing or empty", tasks.ErrInvalid)
 	}
 	if wh.EventID == "" {
 		return tasks.Webhook{}, fmt.Errorf("%w: the event id field %q is missing or empty", tasks.ErrInvalid, idField)

@@ -127,7 +127,8 @@ func TestWebhookRefusals(t *testing.T) {
 		{"form encoded", signed("/v1/webhooks/"+source, good, map[string]string{"Idempotency-Key": "k",
 			"Content-Type": "application/x-www-form-urlencoded"}), 415},
 		{"malformed", signed("/v1/webhooks/"+source, `{"id":`, map[string]string{"Idempotency-Key": "k"}), 400},
-		{"unknown field", signed("/v1/webhooks/"+source, `{"id":"e","type":"t","source":"evil"}`, map[string]string{"Idempotency-Key": "k"}), 400},
+		{"not an object", signed("/v1/webhooks/"+source, `["id","e"]`, map[string]string{"Idempotency-Key": "k"}), 400},
+		{"trailing data", signed("/v1/webhooks/"+source, `{"id":"e","type":"t"} {}`, map[string]string{"Idempotency-Key": "k"}), 400},
 		{"attempt as string", signed("/v1/webhooks/"+source, `{"id":"e","type":"t","attempt":"2"}`, map[string]string{"Idempotency-Key": "k"}), 400},
 		{"no event id", signed("/v1/webhooks/"+source, `{"type":"t"}`, map[string]string{"Idempotency-Key": "k"}), 400},
 		{"no type", signed("/v1/webhooks/"+source, `{"id":"e"}`, map[string]string{"Idempotency-Key": "k"}), 400},
@@ -174,4 +175,27 @@ func TestWebhookInvalidDataRefusedThenCorrectedAccepted(t *testing.T) {
 	// Event types no route takes are acknowledged by the worker, so their data
 	// is not the door's business.
 	accepted(t, e.webhook(`{"id":"evt_other","type":"invoice.paid","data":[1]}`, "delivery-other"), http.StatusAccepted)
+}
+
+// The sender's body is the sender's: members onceq does not read (the seed's
+// "event", a "source" that is not the path's) are accepted and kept whole.
+func TestWebhookKeepsTheSendersBody(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := `{"id":"evt_seed","type":"order.paid","event":"order.paid","source":"evil","data":{"order":7},"livemode":false}`
+	a := accepted(t, e.webhook(body, ""), http.StatusAccepted)
+	if a.Key != "webhook:process/"+source+":evt_seed" {
+		t.Fatalf("accepted %+v", a)
+	}
+	p := e.pending("default")
+	if len(p) != 1 {
+		t.Fatalf("%d pending tasks, want 1", len(p))
+	}
+	var wh tasks.Webhook
+	if err := json.Unmarshal(p[0].Payload, &wh); err != nil {
+		t.Fatal(err)
+	}
+	if wh.Source != source || wh.Type != "order.paid" || string(wh.Body) != body {
+		t.Fatalf("payload %+v, want the source from the path and the body kept as sent", wh)
+	}
 }

@@ -36,7 +36,14 @@ type API struct {
 	// Default: none.
 	WebhookSecrets WebhookSecrets `envconfig:"ONCEQ_WEBHOOK_SECRETS" secret:"true" desc:"secret: source:secret pairs for webhook HMAC signatures; a source may repeat while its secret rotates"`
 
-	// WebhookIDFields names, per source, the top-level field of the signed
+	// WebhookSchemes names, per source, how its sender signs, as
+	// source:scheme pairs: onceq (Onceq-Signature), stripe
+	// (Stripe-Signature), github (X-Hub-Signature-256) or standard (Standard
+	// Webhooks; its secrets are the whsec_<base64> strings the sender shows).
+	// Default: onceq for every source.
+	WebhookSchemes map[string]string `envconfig:"ONCEQ_WEBHOOK_SCHEMES" desc:"source:scheme pairs naming how each webhook source signs: onceq (default), stripe, github or standard"`
+
+	// WebhookIDFields names, per onceq-scheme source, the top-level field of the signed
 	// body that holds the sender's event id, as source:field pairs.
 	// Default: "id" for every source.
 	WebhookIDFields map[string]string `envconfig:"ONCEQ_WEBHOOK_ID_FIELDS" desc:"source:field pairs naming the signed body's event id field (default id)"`
@@ -77,9 +84,15 @@ func (a API) validate() error {
 	if err := a.WebhookSecrets.validate(); err != nil {
 		return err
 	}
+	if err := a.validateSchemes(); err != nil {
+		return err
+	}
 	for _, src := range slices.Sorted(maps.Keys(a.WebhookIDFields)) {
 		if _, ok := a.WebhookSecrets[src]; !ok {
 			return fmt.Errorf("config: ONCEQ_WEBHOOK_ID_FIELDS names source %q, which has no ONCEQ_WEBHOOK_SECRETS entry", src)
+		}
+		if sc := a.WebhookScheme(src); sc != SchemeOnceq {
+			return fmt.Errorf("config: ONCEQ_WEBHOOK_ID_FIELDS names source %q, whose scheme %s takes the event id from what the sender signs", src, sc)
 		}
 	}
 	if a.WebhookTolerance <= 0 {

@@ -68,15 +68,15 @@ var allKnobs = map[string]string{
 	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_FAILED_TTL": "2h",
 	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_ON_REPEAT": "email:send=replace", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h",
 	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_TASK_LOG": "false",
-	"ONCEQ_WEBHOOK_ID_FIELDS": "stripe:event_id",
-	"ONCEQ_ADMIN_ADDR":        "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
+	"ONCEQ_WEBHOOK_ID_FIELDS": "acme:event_id", "ONCEQ_WEBHOOK_SCHEMES": "github:github,stripe:stripe",
+	"ONCEQ_ADMIN_ADDR": "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
 	"ONCEQ_SMTP_ADDR": "smtp.example:587", "ONCEQ_SMTP_USER": "mailer", "ONCEQ_SMTP_PASSWORD": "smtppw",
 	"ONCEQ_SMTP_FROM": "jobs@example.com", "ONCEQ_OUTBOX_DIR": "/var/outbox", "ONCEQ_SCAN_ROOT": "/data",
 	"ONCEQ_SCAN_SIGNATURES": "/etc/sigs.txt", "ONCEQ_SCAN_MAX_BYTES": "1048576", "ONCEQ_CLAMD_ADDR": "clamd:3310",
 	"ONCEQ_GATEWAY_URL": "https://pay.example/v1", "ONCEQ_GATEWAY_TOKEN": "gwtok",
 	"ONCEQ_QUEUES": "high:5,bulk:1", "ONCEQ_STRICT_PRIORITY": "true", "ONCEQ_CONCURRENCY": "32",
 	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse",
-	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "github:ghs,stripe:sts,stripe:sts2",
+	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "acme:acs,github:ghs,stripe:sts,stripe:sts2",
 	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_REPLAY_TTL": "6h",
 	"ONCEQ_POSTGRES_URL": "postgres://app:pgpw@db.example/app", "ONCEQ_POSTGRES_MAX_CONNS": "40",
 	"ONCEQ_POSTGRES_LEDGER": "false", "ONCEQ_FOLD_COMPLETES": "true", "ONCEQ_POSTGRES_RETENTION": "1000h",
@@ -109,8 +109,9 @@ func TestEveryKnobParses(t *testing.T) {
 		ShutdownTimeout: 40 * time.Second, Embedded: "never", MaxmemoryPolicy: "refuse", FoldCompletes: true,
 	}
 	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Postgres: pg, Addr: "0.0.0.0:9091",
-		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"github": {"ghs"}, "stripe": {"sts", "sts2"}},
-		WebhookIDFields:  map[string]string{"stripe": "event_id"},
+		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"acme": {"acs"}, "github": {"ghs"}, "stripe": {"sts", "sts2"}},
+		WebhookSchemes:   map[string]string{"github": SchemeGitHub, "stripe": SchemeStripe},
+		WebhookIDFields:  map[string]string{"acme": "event_id"},
 		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, ReplayTTL: 6 * time.Hour}
 
 	w, err := LoadWorker()

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -187,4 +188,44 @@ func loadWorkerWants(t *testing.T, env map[string]string, want string) {
 		return
 	}
 	wantErr(t, err, want)
+}
+
+func TestWebhookSchemes(t *testing.T) {
+	std := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string // "" parts: accepted
+	}{
+		{"every scheme", map[string]string{"ONCEQ_WEBHOOK_SECRETS": "a:s1,b:s2,c:s3,d:" + std,
+			"ONCEQ_WEBHOOK_SCHEMES": "a:onceq,b:stripe,c:github,d:standard"}, nil},
+		{"unknown scheme", map[string]string{"ONCEQ_WEBHOOK_SECRETS": "a:s1", "ONCEQ_WEBHOOK_SCHEMES": "a:svix"},
+			[]string{"ONCEQ_WEBHOOK_SCHEMES", `"svix"`, "standard"}},
+		{"scheme without secrets", map[string]string{"ONCEQ_WEBHOOK_SECRETS": "a:s1", "ONCEQ_WEBHOOK_SCHEMES": "b:stripe"},
+			[]string{"ONCEQ_WEBHOOK_SCHEMES", `"b"`, "ONCEQ_WEBHOOK_SECRETS"}},
+		{"standard secret without prefix", map[string]string{"ONCEQ_WEBHOOK_SECRETS": "d:MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+			"ONCEQ_WEBHOOK_SCHEMES": "d:standard"}, []string{"ONCEQ_WEBHOOK_SECRETS", "secret 1 of d", "whsec_"}},
+		{"standard secret not base64", map[string]string{"ONCEQ_WEBHOOK_SECRETS": "d:" + std + ",d:whsec_not*base64",
+			"ONCEQ_WEBHOOK_SCHEMES": "d:standard"}, []string{"ONCEQ_WEBHOOK_SECRETS", "secret 2 of d"}},
+		{"id field for a stripe source", map[string]string{"ONCEQ_WEBHOOK_SECRETS": "b:s2", "ONCEQ_WEBHOOK_SCHEMES": "b:stripe",
+			"ONCEQ_WEBHOOK_ID_FIELDS": "b:event_id"}, []string{"ONCEQ_WEBHOOK_ID_FIELDS", `"b"`, "stripe"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setEnv(t, tc.env)
+			a, err := LoadAPI()
+			if tc.want != nil {
+				wantErr(t, err, tc.want...)
+				if strings.Contains(err.Error(), "MfKQ9r8") || strings.Contains(err.Error(), "not*base64") {
+					t.Fatalf("error quotes a secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.WebhookScheme("d") != SchemeStandard || a.WebhookScheme("a") != SchemeOnceq || a.WebhookScheme("unlisted") != SchemeOnceq {
+				t.Fatalf("schemes %v", a.WebhookSchemes)
+			}
+		})
+	}
 }

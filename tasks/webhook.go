@@ -21,13 +21,36 @@ var sourceRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // Webhook is the payload of TypeWebhook. Attempt and ReceivedAt change with
 // every redelivery by the sender, so they are not part of the fingerprint.
+// Body is the sender's signed body, any JSON object, every member kept in
+// order (whitespace compacted when the payload is marshalled); senders
+// change delivery metadata in it between redeliveries (onceq's attempt,
+// Stripe's pending_webhooks), so it is left out of the fingerprint too: the
+// event id is what names the event. An event with a Body takes its data
+// from the body's "data" member; Data is for producers that build the
+// payload themselves.
 type Webhook struct {
 	Source     string          `json:"source"`
 	EventID    string          `json:"event_id"`
 	Type       string          `json:"type"`
 	Data       json.RawMessage `json:"data"`
+	Body       json.RawMessage `json:"body,omitempty" dedup:"volatile"`
 	Attempt    int             `json:"attempt,omitempty" dedup:"volatile"`
 	ReceivedAt string          `json:"received_at,omitempty" dedup:"volatile"`
+}
+
+// data is the event's data: Data, or else the "data" member of Body.
+func (wh Webhook) data() json.RawMessage {
+	// A payload decoded from JSON has "data":null beside its body.
+	if (len(wh.Data) > 0 && string(wh.Data) != "null") || len(wh.Body) == 0 {
+		return wh.Data
+	}
+	var b struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(wh.Body, &b) != nil {
+		return nil
+	}
+	return b.Data
 }
 
 // validate refuses what the handler would archive: a bad envelope, and the
@@ -47,12 +70,15 @@ func (wh Webhook) checkEnvelope() error {
 		return fail("source %q does not match %s", wh.Source, sourceRE)
 	case wh.EventID == "":
 		return fail("event_id is empty")
-	case wh.Type == "":
+	case wh.Type == "" && len(wh.Body) == 0:
+		// A sender's body without a type is routed nowhere: ignored, not refused.
 		return fail("type is empty")
 	case len(wh.Type) > 255 || !printable(wh.Type):
 		return fail("type is not printable UTF-8 of at most 255 bytes")
 	case len(wh.Data) > 0 && !json.Valid(wh.Data):
 		return fail("data is not valid JSON")
+	case len(wh.Body) > 0 && (!json.Valid(wh.Body) || bytes.TrimLeft(wh.Body, " \t\r\n")[0] != '{'):
+		return fail("body is not a JSON object")
 	}
 	// The event id ends up in keys (ours and the routed jobs'): check it now.
 	if _, err := dedup.NewKey(TypeWebhook, wh.webhookID()); err != nil {
@@ -89,6 +115,7 @@ var Webhooks = builtinKind(Define(Spec[Webhook]{
 	ID:      Webhook.webhookID,
 	Prepare: func(w *Webhook) {
 		if len(w.Data) == 0 {
+			// With a Body, the data stays in it: one copy of the sender's bytes.
 			w.Data = nil // marshals as null; an empty RawMessage does not marshal
 		}
 	},
@@ -172,13 +199,14 @@ func (wh Webhook) welcome(w Windows) (Job, error) {
 	fail := func(err error) (Job, error) {
 		return Job{}, fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
 	}
-	if len(wh.Data) == 0 {
+	data := wh.data()
+	if len(data) == 0 {
 		return fail(fmt.Errorf("%w: no data", ErrInvalid))
 	}
 	var u UserCreated
 	// Not strict: senders add fields to their events, and that must not
 	// refuse them. Wrong types and missing fields still fail.
-	if err := json.NewDecoder(bytes.NewReader(wh.Data)).Decode(&u); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&u); err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
 	}
 	switch {

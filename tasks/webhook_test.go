@@ -77,6 +77,20 @@ func TestNewWebhook(t *testing.T) {
 		{"event id with brace", with(func(w *Webhook) { w.EventID = "{evt}" }), "", "", "event_id"},
 		{"empty type", with(func(w *Webhook) { w.Type = "" }), "", "", "type is empty"},
 		{"data not JSON", with(func(w *Webhook) { w.Data = json.RawMessage(`{"a":`) }), "", "", "data"},
+		{"user.created data in the sender's body", with(func(w *Webhook) {
+			w.Data, w.Body = nil, json.RawMessage(`{"id":"evt_1","type":"user.created","extra":1,"data":`+userData+`}`)
+		}), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created body data beside a decoded data:null", with(func(w *Webhook) {
+			w.Data, w.Body = json.RawMessage(`null`), json.RawMessage(`{"data":`+userData+`}`)
+		}), "", "webhook:process/auth0:evt_1", ""},
+		{"a sender's body without a type", with(func(w *Webhook) { w.Type, w.Data, w.Body = "", nil, json.RawMessage(`{"test":1}`) }), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created body without data", with(func(w *Webhook) { w.Data, w.Body = nil, json.RawMessage(`{"id":"evt_1"}`) }), "", "", "no data"},
+		{"user.created body data without user_id", with(func(w *Webhook) {
+			w.Data, w.Body = nil, json.RawMessage(`{"data":{"email":"ann@example.com"}}`)
+		}), "", "", "user_id"},
+		{"unknown type, any body", with(func(w *Webhook) { w.Type, w.Data, w.Body = "push", nil, json.RawMessage(`{"ref":"x"}`) }), "", "webhook:process/auth0:evt_1", ""},
+		{"body an array", with(func(w *Webhook) { w.Body = json.RawMessage(`[1]`) }), "", "", "JSON object"},
+		{"body not JSON", with(func(w *Webhook) { w.Body = json.RawMessage(`{"a":`) }), "", "", "JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -93,6 +93,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		Producer:         producer,
 		Catalog:          catalog,
 		WebhookIDFields:  cfg.WebhookIDFields,
+		WebhookSchemes:   map[string]api.Scheme{},
 		Store:            replays,
 		Redis:            rdb,
 		WebhookSecrets:   cfg.WebhookSecrets,
@@ -102,6 +103,9 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		ReplayCacheTTL: min(30*time.Second, cfg.ReplayTTL/2),
 		Log:            log,
 		Observer:       metrics.Observer(log, "api"),
+	}
+	for src, sc := range cfg.WebhookSchemes {
+		opts.WebhookSchemes[src] = api.Scheme(sc)
 	}
 	for _, c := range cfg.Clients() {
 		if c.Name == "" {
