@@ -28,7 +28,7 @@ func schemeEnv(t *testing.T, src string, sc api.Scheme, secrets ...string) *env 
 }
 
 // deliver posts body to the source with the sender's headers only.
-func (e *env) deliver(t *testing.T, src, body string, h map[string]string) reply {
+func (e *env) deliver(t testing.TB, src, body string, h map[string]string) reply {
 	t.Helper()
 	hd := map[string]string{"Authorization": ""}
 	for k, v := range h {
