@@ -129,17 +129,19 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
 		return
 	}
-	body, resp := s.readBody(w, r)
+	body, held, resp := s.readUnsigned(w, r)
 	if resp != nil {
 		resp.write(w)
 		return
 	}
 	now := s.opts.Now()
 	if err := verifyAny(r.Header.Get(SignatureHeader), secrets, body, now, s.opts.WebhookTolerance); err != nil {
+		held.refused()
 		w.Header().Set("WWW-Authenticate", `Onceq-Signature realm="onceq"`)
 		problem(http.StatusUnauthorized, probBadSignature, err.Error()).write(w)
 		return
 	}
+	held.authenticated()
 	r = withPrincipal(r, "webhook-"+source)
 	if resp := checkJSON(r); resp != nil {
 		resp.write(w)
