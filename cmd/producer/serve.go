@@ -90,14 +90,15 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
 	producer := tasks.NewProducer(rdb, reads, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	opts := api.Options{
-		Producer:         producer,
-		Catalog:          catalog,
-		WebhookIDFields:  cfg.WebhookIDFields,
-		Store:            replays,
-		Redis:            rdb,
-		WebhookSecrets:   cfg.WebhookSecrets,
-		WebhookTolerance: cfg.WebhookTolerance,
-		MaxBodyBytes:     cfg.MaxBodyBytes,
+		Producer:          producer,
+		Catalog:           catalog,
+		WebhookIDFields:   cfg.WebhookIDFields,
+		Store:             replays,
+		Redis:             rdb,
+		WebhookSecrets:    cfg.WebhookSecrets,
+		WebhookTolerance:  cfg.WebhookTolerance,
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		WebhookBodyBudget: cfg.WebhookBodyBudget,
 		// A replay served from memory must not outlive its record.
 		ReplayCacheTTL: min(30*time.Second, cfg.ReplayTTL/2),
 		Log:            log,
