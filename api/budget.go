@@ -89,7 +89,7 @@ func (h *heldBody) refused() {
 
 // readUnsigned reads r's body as readBody does, but within the budget: the
 // buffer is sized from Content-Length (one read into it, no copy), or
-// without it grows by doubling from chunk up to MaxBodyBytes, each step
+// without it grows by doubling from chunk up to MaxBodyBytes, each growth
 // reserved before it is allocated. Nothing of the body is read until its
 // reservation is had; without room within the budget's wait the answer is
 // a 503 with Retry-After. On success the caller must call authenticated or
@@ -168,16 +168,16 @@ func (s *server) readUnsigned(w http.ResponseWriter, r *http.Request) (body []by
 			}
 			return done()
 		}
-		// The old buffer counts until its bytes are copied out.
+		// Only the growth is reserved, so that a budget of MaxBodyBytes
+		// admits a body of that size; the old buffer, copied out at once,
+		// goes back to its pool.
 		old := h.buf
 		grown := class(int64(cap(old))*2, limit)
-		if !reserve(grown) {
+		if !reserve(grown - int64(cap(old))) {
 			return fail(s.overBudget())
 		}
 		h.buf = append(b.get(grown), old...)
 		b.put(old)
-		b.sem.Release(int64(cap(old)))
-		h.held -= int64(cap(old))
 	}
 }
 
