@@ -130,6 +130,8 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return fmt.Errorf("serve: listen on %s: %w", cfg.Addr, err)
 	}
+	// admin.Serve bounds slow senders: headers within 5s, a whole request
+	// within 30s; the API bounds a webhook body that holds budget to 10s.
 	srv := admin.Serve(api.Listener(ln), api.Problems(mux))
 	d.OnStop("http server", srv.Shutdown)
 	if err := d.WaitRedis(ctx); err != nil {
