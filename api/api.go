@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
@@ -52,6 +53,17 @@ type Options struct {
 	WebhookTolerance time.Duration
 	// MaxBodyBytes caps a request body. Default: 1 MiB.
 	MaxBodyBytes int64
+	// WebhookBodyBudget caps the bytes of webhook bodies read before their
+	// signature is checked, all requests together; at least MaxBodyBytes.
+	// A body it has no room for waits up to WebhookBudgetWait, then is
+	// answered 503 with Retry-After, unread. Default: 32 MiB.
+	WebhookBodyBudget int64
+	// WebhookBudgetWait is how long a webhook waits for room in the
+	// budget. Default: 2s.
+	WebhookBudgetWait time.Duration
+	// WebhookBodyTimeout bounds the read of a webhook body once it holds
+	// budget; a slower body is answered 408. Default: 10s.
+	WebhookBodyTimeout time.Duration
 	// Lease of an HTTP idempotency claim: how long a retry of a request
 	// whose API process died in flight (or that reaches another replica
 	// after a lost Redis reply) is answered 409. It covers the request's
@@ -83,6 +95,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 1 << 20
+	}
+	if o.WebhookBodyBudget == 0 {
+		o.WebhookBodyBudget = 32 << 20
+	}
+	if o.WebhookBudgetWait == 0 {
+		o.WebhookBudgetWait = 2 * time.Second
+	}
+	if o.WebhookBodyTimeout == 0 {
+		o.WebhookBodyTimeout = 10 * time.Second
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
@@ -121,6 +142,11 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("api: Options.Redis is required")
 	case o.WebhookTolerance < 0 || o.MaxBodyBytes < 0 || o.Lease < time.Millisecond || o.Timeout < 0 || o.OwnerTTL < time.Second:
 		return o, errors.New("api: WebhookTolerance, MaxBodyBytes, Lease and Timeout must be positive")
+	case o.WebhookBodyBudget < o.MaxBodyBytes:
+		// A body of the largest size would never be admitted.
+		return o, fmt.Errorf("api: WebhookBodyBudget (%d) must be at least MaxBodyBytes (%d)", o.WebhookBodyBudget, o.MaxBodyBytes)
+	case o.WebhookBudgetWait < 0 || o.WebhookBodyTimeout < 0:
+		return o, errors.New("api: WebhookBudgetWait and WebhookBodyTimeout must be positive")
 	}
 	if _, err := o.clients(); err != nil {
 		return o, err
@@ -172,6 +198,7 @@ func (o Options) sources() (map[string]sourceVerifier, error) {
 type server struct {
 	opts    Options
 	sources map[string]sourceVerifier
+	budget  *budget
 	creds   []credential
 	claims  *claims
 	replays *replayCache
@@ -193,7 +220,8 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, sources: sources, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL)}
+	s := &server{opts: o, sources: sources, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL),
+		budget: &budget{sem: semaphore.NewWeighted(o.WebhookBodyBudget), wait: o.WebhookBudgetWait, bodyTimeout: o.WebhookBodyTimeout}}
 	mux := http.NewServeMux()
 	for _, k := range o.Catalog.Kinds() {
 		if k.Route != "" {

@@ -42,6 +42,8 @@ var (
 	probMethod          = kind{"method-not-allowed", "Method not allowed"}
 	probHeadersTooLarge = kind{"headers-too-large", "Request header fields too large"}
 	probNotImplemented  = kind{"not-implemented", "Not implemented"}
+	probBodyBudget      = kind{"body-budget-exhausted", "Too many unauthenticated bodies in flight"}
+	probBodyTimeout     = kind{"body-timeout", "Request body too slow"}
 )
 
 type kind struct{ slug, title string }

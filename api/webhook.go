@@ -128,7 +128,7 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
 		return
 	}
-	body, resp := s.readBody(w, r)
+	body, held, resp := s.readUnsigned(w, r)
 	if resp != nil {
 		resp.write(w)
 		return
@@ -136,10 +136,12 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	now := s.opts.Now()
 	signedID, err := v.verify(r.Header, body, now, s.opts.WebhookTolerance)
 	if err != nil {
+		held.refused()
 		w.Header().Set("WWW-Authenticate", v.header()+` realm="onceq"`)
 		problem(http.StatusUnauthorized, probBadSignature, err.Error()).write(w)
 		return
 	}
+	held.authenticated()
 	r = withPrincipal(r, "webhook-"+source)
 	if resp := checkJSON(r); resp != nil {
 		resp.write(w)

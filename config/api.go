@@ -57,6 +57,14 @@ type API struct {
 	// Default: 1048576 (1 MiB).
 	MaxBodyBytes int64 `envconfig:"ONCEQ_MAX_BODY_BYTES" default:"1048576" desc:"largest request body, in bytes"`
 
+	// WebhookBodyBudget caps the bytes of webhook bodies being read before
+	// their signature is checked, all connections together, so that
+	// unauthenticated senders cannot make the process hold a body each.
+	// Beyond it a webhook waits briefly, then is answered 503 with
+	// Retry-After. At least MaxBodyBytes.
+	// Default: 33554432 (32 MiB).
+	WebhookBodyBudget int64 `envconfig:"ONCEQ_WEBHOOK_BODY_BUDGET" default:"33554432" desc:"bytes of webhook bodies read before their signature is checked, all connections together; beyond it 503 with Retry-After (at least ONCEQ_MAX_BODY_BYTES)"`
+
 	// ReplayTTL is how long a completed request's response is kept for
 	// replay to a retried request with the same Idempotency-Key.
 	// Default: 24h.
@@ -100,6 +108,9 @@ func (a API) validate() error {
 	}
 	if a.MaxBodyBytes < 1 {
 		return fmt.Errorf("config: ONCEQ_MAX_BODY_BYTES must be at least 1, got %d", a.MaxBodyBytes)
+	}
+	if a.WebhookBodyBudget < a.MaxBodyBytes {
+		return fmt.Errorf("config: ONCEQ_WEBHOOK_BODY_BUDGET (%d) must be at least ONCEQ_MAX_BODY_BYTES (%d): a body of the largest size would never be read", a.WebhookBodyBudget, a.MaxBodyBytes)
 	}
 	if a.ReplayTTL < time.Second {
 		return errors.New("config: ONCEQ_REPLAY_TTL must be at least 1s")

@@ -165,6 +165,9 @@ func TestAPIValidation(t *testing.T) {
 		{"ONCEQ_API_ADDR", "nope"},
 		{"ONCEQ_WEBHOOK_TOLERANCE", "0s"},
 		{"ONCEQ_MAX_BODY_BYTES", "0"},
+		// Below the largest body, that body would never be read.
+		{"ONCEQ_WEBHOOK_BODY_BUDGET", "1048575"},
+		{"ONCEQ_WEBHOOK_BODY_BUDGET", "32MiB"},
 		{"ONCEQ_REPLAY_TTL", "100ms"},
 	} {
 		t.Run(tc.key, func(t *testing.T) {

@@ -90,15 +90,16 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
 	producer := tasks.NewProducer(rdb, reads, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	opts := api.Options{
-		Producer:         producer,
-		Catalog:          catalog,
-		WebhookIDFields:  cfg.WebhookIDFields,
-		WebhookSchemes:   map[string]api.Scheme{},
-		Store:            replays,
-		Redis:            rdb,
-		WebhookSecrets:   cfg.WebhookSecrets,
-		WebhookTolerance: cfg.WebhookTolerance,
-		MaxBodyBytes:     cfg.MaxBodyBytes,
+		Producer:          producer,
+		Catalog:           catalog,
+		WebhookIDFields:   cfg.WebhookIDFields,
+		WebhookSchemes:    map[string]api.Scheme{},
+		Store:             replays,
+		Redis:             rdb,
+		WebhookSecrets:    cfg.WebhookSecrets,
+		WebhookTolerance:  cfg.WebhookTolerance,
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		WebhookBodyBudget: cfg.WebhookBodyBudget,
 		// A replay served from memory must not outlive its record.
 		ReplayCacheTTL: min(30*time.Second, cfg.ReplayTTL/2),
 		Log:            log,
@@ -133,6 +134,8 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return fmt.Errorf("serve: listen on %s: %w", cfg.Addr, err)
 	}
+	// admin.Serve bounds slow senders: headers within 5s, a whole request
+	// within 30s; the API bounds a webhook body that holds budget to 10s.
 	srv := admin.Serve(api.Listener(ln), api.Problems(mux))
 	d.OnStop("http server", srv.Shutdown)
 	if err := d.WaitRedis(ctx); err != nil {

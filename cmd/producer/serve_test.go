@@ -27,7 +27,7 @@ func TestServeHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []string{"ONCEQ_API_ADDR", "ONCEQ_API_TOKENS", "ONCEQ_WEBHOOK_SECRETS", "ONCEQ_WEBHOOK_TOLERANCE",
-		"ONCEQ_MAX_BODY_BYTES", "ONCEQ_REPLAY_TTL", "ONCEQ_REDIS_URL"} {
+		"ONCEQ_MAX_BODY_BYTES", "ONCEQ_WEBHOOK_BODY_BUDGET", "ONCEQ_REPLAY_TTL", "ONCEQ_REDIS_URL"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("--help does not list %s", v)
 		}
