@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup"
 )
 
 // EnqueueWait is Enqueue, then, for a job accepted now or before and not
@@ -52,9 +54,14 @@ func (p *Producer) Wait(ctx context.Context, j Job, timeout time.Duration) (JobS
 		if len(st.result) == 0 && info != nil {
 			st.result = info.Result
 		}
+		// The record is read before the task: a task completed since the
+		// record was read has its result in the record by now.
+		settled := st.State != StatusDone || rec.State == dedup.StateDone || rec.State == dedup.StateAbsent
 		switch st.State {
 		case StatusDone, StatusFailed, StatusArchived:
-			return st, nil
+			if settled {
+				return st, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
