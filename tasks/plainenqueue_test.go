@@ -73,11 +73,14 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{})
 	payment := func(id string) (tasks.Job, *asynq.Task) {
-		j, err := tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-1", Amount: 500, Currency: "EUR"})
+		// An account per payment: the rate rule is not this test's subject,
+		// and the first Producer job may be enqueued (its record was not yet
+		// done) and hold the rule.
+		j, err := tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: 500, Currency: "EUR"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		plain := []byte(`{"payment_id":"` + id + `","account":"acct-1","amount":500,"currency":"EUR"}`)
+		plain := []byte(`{"payment_id":"` + id + `","account":"acct-` + id + `","amount":500,"currency":"EUR"}`)
 		return j, asynq.NewTask(tasks.TypePayment, plain)
 	}
 	workerDuplicate := func(want dedup.Key) {
