@@ -32,6 +32,10 @@ type Spec[P any] struct {
 	// fill an empty ID. Without it the header never changes the job key: it
 	// only scopes HTTP replays.
 	SetID func(p *P, id string)
+	// Fingerprint returns what the fingerprint covers when it is not the
+	// whole payload (volatile fields aside): one event whose data arrives in
+	// two shapes. Default: the payload.
+	Fingerprint func(P) any
 	// Prepare sets defaults before Validate; nil: none.
 	Prepare func(*P)
 	// Validate refuses a payload that can never succeed; wrap ErrInvalid.
@@ -140,7 +144,11 @@ func (t *Typed[P]) Job(p P, explicit string, w Windows) (Job, error) {
 	if s.ID != nil {
 		id = s.ID(p)
 	}
-	j, err := newJob(s.Type, p, id, s.Queue)
+	var fpOf any
+	if s.Fingerprint != nil {
+		fpOf = s.Fingerprint(p)
+	}
+	j, err := newJob(s.Type, p, fpOf, id, s.Queue)
 	if err != nil {
 		return Job{}, err
 	}

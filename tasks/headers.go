@@ -33,8 +33,9 @@ var ErrInvalid = errors.New("invalid payload")
 var ErrMalformed = fmt.Errorf("%w: malformed JSON", ErrInvalid)
 
 // newJob marshals payload and builds its Job with the key and fingerprint
-// dedup.Derive gives it.
-func newJob(typ string, payload any, explicit, queue string) (Job, error) {
+// dedup.Derive gives it; the fingerprint is fpOf's instead when fpOf is
+// not nil.
+func newJob(typ string, payload, fpOf any, explicit, queue string) (Job, error) {
 	b, err := marshal(payload)
 	if err != nil {
 		return Job{}, fmt.Errorf("tasks: new %s: %w: %v", typ, ErrInvalid, err)
@@ -42,6 +43,15 @@ func newJob(typ string, payload any, explicit, queue string) (Job, error) {
 	key, fp, err := dedup.Derive(typ, b, explicit, dedup.VolatileFields(payload))
 	if err != nil {
 		return Job{}, fmt.Errorf("tasks: new %s: %w: %w", typ, ErrInvalid, err)
+	}
+	if fpOf != nil {
+		pb, err := marshal(fpOf)
+		if err != nil {
+			return Job{}, fmt.Errorf("tasks: new %s: %w: %v", typ, ErrInvalid, err)
+		}
+		if _, fp, err = dedup.Derive(typ, pb, key.ID, nil); err != nil {
+			return Job{}, fmt.Errorf("tasks: new %s: %w: %w", typ, ErrInvalid, err)
+		}
 	}
 	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{
 		HeaderKey:         key.String(),

@@ -24,10 +24,11 @@ var sourceRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 // Body is the sender's signed body, any JSON object, every member kept in
 // order (whitespace compacted when the payload is marshalled); senders
 // change delivery metadata in it between redeliveries (onceq's attempt,
-// Stripe's pending_webhooks), so it is left out of the fingerprint too: the
-// event id is what names the event. An event with a Body takes its data
-// from the body's "data" member; Data is for producers that build the
-// payload themselves.
+// Stripe's pending_webhooks), so the fingerprint covers the event's source,
+// id, type and data alone (webhookPrint), wherever the data came in: the
+// sender's body over HTTP, or Data from a batch line. An event with a Body
+// takes its data from the body's "data" member; Data is for producers that
+// build the payload themselves.
 type Webhook struct {
 	Source     string          `json:"source"`
 	EventID    string          `json:"event_id"`
@@ -102,6 +103,16 @@ func (wh Webhook) route(w Windows) (job Job, routed bool, err error) {
 	return Job{}, false, nil
 }
 
+// webhookPrint is what an event's fingerprint covers.
+func (wh Webhook) webhookPrint() any {
+	return struct {
+		Source  string          `json:"source"`
+		EventID string          `json:"event_id"`
+		Type    string          `json:"type"`
+		Data    json.RawMessage `json:"data"`
+	}{wh.Source, wh.EventID, wh.Type, wh.data()}
+}
+
 // webhookID is the key id of an event: a sender's event id is unique per
 // sender only.
 func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
@@ -110,9 +121,10 @@ func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
 // the sender's event id, both from the signed body: a redelivery is a
 // duplicate whatever its Idempotency-Key, and two senders never collide.
 var Webhooks = builtinKind(Define(Spec[Webhook]{
-	Type:    TypeWebhook,
-	KeyRule: "`source` + `:` + `event_id` (from the signed body; `attempt`, `received_at` left out)",
-	ID:      Webhook.webhookID,
+	Type:        TypeWebhook,
+	KeyRule:     "`source` + `:` + `event_id` (from the signed body; `attempt`, `received_at` left out)",
+	ID:          Webhook.webhookID,
+	Fingerprint: Webhook.webhookPrint,
 	Prepare: func(w *Webhook) {
 		if len(w.Data) == 0 {
 			// With a Body, the data stays in it: one copy of the sender's bytes.

@@ -231,3 +231,22 @@ func TestWebhookHandlerFailures(t *testing.T) {
 		}
 	}
 }
+
+// One event, whether its data came inside the sender's body (HTTP) or as
+// Data (a batch line), is one job with one fingerprint: not a conflict.
+func TestWebhookFingerprintWhereverTheDataCame(t *testing.T) {
+	t.Parallel()
+	must := mustJob(t)
+	line := must(NewWebhook(userCreated("evt_9", userData)))
+	body := userCreated("evt_9", "")
+	body.Data = nil
+	body.Body = json.RawMessage(`{"id":"evt_9","type":"user.created","pending_webhooks":3,"data":` + userData + `}`)
+	http := must(NewWebhook(body))
+	if http.Key != line.Key || http.Fingerprint != line.Fingerprint {
+		t.Fatalf("HTTP %v %s, batch line %v %s: want one key and fingerprint", http.Key, http.Fingerprint, line.Key, line.Fingerprint)
+	}
+	body.Body = json.RawMessage(`{"id":"evt_9","type":"user.created","data":{"user_id":"u2","email":"bo@example.com"}}`)
+	if other := must(NewWebhook(body)); other.Fingerprint == line.Fingerprint {
+		t.Fatal("other data inside the body kept the fingerprint")
+	}
+}
