@@ -210,16 +210,9 @@ func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte, opts .
 	if err != nil {
 		return fmt.Errorf("dedup: complete %q: %w", h.Key.String(), err)
 	}
-	keys, args := s.completeArgs(h, result, ttl)
-	n, err := finishScript.Run(ctx, s.rdb, keys, args...).Int64()
+	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+		holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds()).Int64()
 	return s.finish(ctx, OpComplete, OutcomeCompleted, h, n, err)
-}
-
-// completeArgs are finish.lua's keys and arguments for a completion, sent
-// alone or with asynq's acknowledgement (ackfold.go), kept for ttl.
-func (s *RedisStore) completeArgs(h Hold, result []byte, ttl time.Duration) ([]string, []any) {
-	return []string{recordKey(h.Key)},
-		[]any{holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds()}
 }
 
 // Release implements Store.

@@ -30,7 +30,6 @@ type config struct {
 	Goroutines  []int // enqueue concurrencies
 	DupG        []int // goroutines for the duplicate-vs-insert cost
 	Retained    bool  // also process TaskID+Retention tasks without middleware
-	Fold        bool  // also process onceq tasks with Complete folded into asynq's acknowledgement
 	Phases      map[string]bool
 	RedisURL    string
 	Ports       redisproc.Ports // for the redis-server the bench starts
