@@ -171,7 +171,7 @@ func (b *bench) fill(ctx context.Context, side, queue string, n int) error {
 	if err != nil {
 		return err
 	}
-	prod := tasks.NewProducer(b.env.admin, store, tasks.ProducerOptions{Brief: true})
+	prod := tasks.NewProducer(b.env.admin, store, tasks.ProducerOptions{})
 	return parallel(n, 16, func(i int) error {
 		switch side {
 		case sideBare:

@@ -153,7 +153,7 @@ func (r *Report) targets() []Target {
 
 	worst, parts, n = math.Inf(-1), parts[:0], 0
 	for _, g := range r.Groups {
-		if c, ok := r.comparison(g.Name, dupRepeat, dupFirst); ok && strings.HasPrefix(g.Name, "duplicate brief") {
+		if c, ok := r.comparison(g.Name, dupRepeat, dupFirst); ok && strings.HasPrefix(g.Name, "duplicate describe") {
 			worst, n = max(worst, c.Median), n+1
 			parts = append(parts, fmt.Sprintf("g=%d %.2f", g.Goroutines, c.Median))
 		}
@@ -264,7 +264,7 @@ func (r *Report) print(w io.Writer) {
 			return ratio(g, side, enqPlain)
 		})
 
-	if r.group("duplicate brief g="+strconv.Itoa(firstOr(r.Settings.DupGoroutines, 1))) != nil {
+	if r.group("duplicate describe g="+strconv.Itoa(firstOr(r.Settings.DupGoroutines, 1))) != nil {
 		fmt.Fprintf(w, "\n2b. Rejected duplicate vs first insert (Producer.Enqueue of the same %d keys twice)\n", s.EnqueueN)
 		row("", "first us/op", "dup us/op", "first trips", "dup trips", "dup/first cost", "per round")
 	}
