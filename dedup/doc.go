@@ -8,9 +8,8 @@
 // business key, else the payload's "dedup_key" or "id", else the SHA-256 of
 // its canonical JSON (see Canonical) in hex. Every Redis key of one Key shares
 // the Cluster hash tag {namespace/id}. The fingerprint is the same SHA-256 as
-// base64url (Hash); ParseFingerprint also reads the hex that older producers
-// sent. A producer that uses the key as the asynq task id may leave the key
-// header out: TaskKey reads it from the task id.
+// base64url (Hash). A producer that uses the key as the asynq task id may
+// leave the key header out: TaskKey reads it from the task id.
 //
 // # The record
 //

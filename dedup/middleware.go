@@ -110,10 +110,6 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		}
 		c, err := m.claim(ctx, k, fp)
-		if err == nil && c.Outcome == Mismatch && SameFingerprint(fp, c.Fingerprint) {
-			// The record spells this payload's fingerprint as an older producer did (hex).
-			c, err = m.claim(ctx, k, c.Fingerprint)
-		}
 		if err != nil {
 			return err // Redis trouble: asynq retries
 		}

@@ -217,7 +217,7 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome, mayReplace 
 	if stored == "" && rerr == nil {
 		stored = rec.Fingerprint
 	}
-	if stored != "" && !dedup.SameFingerprint(stored, j.Fingerprint) {
+	if stored != "" && stored != j.Fingerprint {
 		out.Decision, out.State = Conflict, StatusUnknown
 		out.Reason = "key " + j.Key.String() + " was accepted with other content (fingerprint " + short(stored) +
 			", this job " + short(j.Fingerprint) + "); nothing was enqueued"
@@ -268,7 +268,7 @@ func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec dedup.Record) (i
 	case info.State != asynq.TaskStatePending && info.State != asynq.TaskStateScheduled:
 		return insert{}, false
 	}
-	same := dedup.SameFingerprint(info.Headers[HeaderFingerprint], j.Fingerprint)
+	same := info.Headers[HeaderFingerprint] == j.Fingerprint
 	switch j.Repeat.Policy {
 	case RepeatReplace:
 		if same {
