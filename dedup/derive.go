@@ -1,7 +1,6 @@
 package dedup
 
 import (
-	"encoding/base64"
 	"fmt"
 )
 
@@ -36,20 +35,4 @@ func Derive(namespace string, payload []byte, explicit string, volatile []string
 		return Key{}, "", fmt.Errorf("dedup: derive %s: %w", namespace, err)
 	}
 	return k, fp, nil
-}
-
-// ParseFingerprint returns the SHA-256 a fingerprint (Hash's base64url)
-// encodes.
-func ParseFingerprint(s string) ([32]byte, error) {
-	var sum [32]byte
-	var err error
-	if n := base64.RawURLEncoding.EncodedLen(len(sum)); len(s) != n {
-		err = fmt.Errorf("length %d, want %d", len(s), n)
-	} else {
-		_, err = base64.RawURLEncoding.Decode(sum[:], []byte(s))
-	}
-	if err != nil {
-		return sum, fmt.Errorf("dedup: fingerprint %q: %w", s, err)
-	}
-	return sum, nil
 }

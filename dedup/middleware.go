@@ -325,10 +325,3 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
-// Active is how many handlers hold a claim right now.
-func (m *Middleware) Active() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.active)
-}

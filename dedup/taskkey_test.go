@@ -2,8 +2,6 @@ package dedup_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -65,22 +63,5 @@ func TestTaskKey(t *testing.T) {
 	// Outside an asynq server there is no task id; nothing to read.
 	if _, _, ok, _ := dedup.TaskKey(context.Background(), asynq.NewTask("payment:charge", nil), "payment:charge"); ok {
 		t.Fatal("a task without header or task id yielded a key")
-	}
-}
-
-func TestParseFingerprint(t *testing.T) {
-	t.Parallel()
-	fp, err := dedup.Hash([]byte(`{"a":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte(`{"a":1}`))
-	if got, err := dedup.ParseFingerprint(fp); err != nil || got != sum {
-		t.Errorf("ParseFingerprint(%s) = %x, %v; want %x", fp, got, err, sum)
-	}
-	for _, bad := range []string{"", "fp1", fp[:42], fp + "A", "!" + fp[1:], "g" + hex.EncodeToString(sum[:])[1:]} {
-		if _, err := dedup.ParseFingerprint(bad); err == nil {
-			t.Errorf("ParseFingerprint(%q) accepted", bad)
-		}
 	}
 }
