@@ -105,7 +105,7 @@ func FuzzIngest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := api.New(api.Options{Producer: tasks.NewProducer(rdb, store, tasks.ProducerOptions{Brief: true}),
+	h, err := api.New(api.Options{Producer: tasks.NewProducer(rdb, store, tasks.ProducerOptions{}),
 		Store: store, Redis: rdb, Tokens: []string{token}, MaxBodyBytes: 4 << 10})
 	if err != nil {
 		f.Fatal(err)

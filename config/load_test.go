@@ -79,7 +79,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "acme:acs,github:ghs,stripe:sts,stripe:sts2",
 	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_WEBHOOK_BODY_BUDGET": "4096", "ONCEQ_REPLAY_TTL": "6h",
 	"ONCEQ_POSTGRES_URL": "postgres://app:pgpw@db.example/app", "ONCEQ_POSTGRES_MAX_CONNS": "40",
-	"ONCEQ_POSTGRES_LEDGER": "false", "ONCEQ_FOLD_COMPLETES": "true", "ONCEQ_POSTGRES_RETENTION": "1000h",
+	"ONCEQ_POSTGRES_LEDGER": "false", "ONCEQ_POSTGRES_RETENTION": "1000h",
 }
 
 func TestEveryKnobParses(t *testing.T) {
@@ -106,7 +106,7 @@ func TestEveryKnobParses(t *testing.T) {
 			ScanSignatures: "/etc/sigs.txt", ScanMaxBytes: 1 << 20, ClamdAddr: "clamd:3310",
 			GatewayURL: "https://pay.example/v1", GatewayToken: "gwtok"},
 		Queues: map[string]int{"high": 5, "bulk": 1}, StrictPriority: true, Concurrency: 32,
-		ShutdownTimeout: 40 * time.Second, Embedded: "never", MaxmemoryPolicy: "refuse", FoldCompletes: true,
+		ShutdownTimeout: 40 * time.Second, Embedded: "never", MaxmemoryPolicy: "refuse",
 	}
 	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Postgres: pg, Addr: "0.0.0.0:9091",
 		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"acme": {"acs"}, "github": {"ghs"}, "stripe": {"sts", "sts2"}},

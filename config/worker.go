@@ -64,13 +64,6 @@ type Worker struct {
 	// attempt, duration); failures are logged at warn either way.
 	// Default: true.
 	TaskLog bool `envconfig:"ONCEQ_TASK_LOG" default:"true" desc:"log one info line per finished task; failures are logged at warn regardless"`
-
-	// FoldCompletes runs each task's Complete in one script with asynq's
-	// acknowledgement (dedup.Middleware.FoldCompletes): 3 Redis round trips
-	// per task instead of 4. Off by default: on loopback Redis sharing two
-	// cores it measured slower, not faster (README, Performance).
-	// Default: false.
-	FoldCompletes bool `envconfig:"ONCEQ_FOLD_COMPLETES" default:"false" desc:"record completions in asynq's acknowledgement script: one round trip less per task (asynq v0.26.0 only)"`
 }
 
 func (w Worker) validate() error {

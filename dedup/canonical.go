@@ -47,8 +47,7 @@ func Canonical(data []byte, volatile ...string) ([]byte, error) {
 }
 
 // Hash is the fingerprint of a payload: the SHA-256 of Canonical(data,
-// volatile...), as unpadded base64url (43 characters). ParseFingerprint also
-// reads the 64-character hex form older versions wrote.
+// volatile...), as unpadded base64url (43 characters).
 func Hash(data []byte, volatile ...string) (string, error) {
 	c := getCanon()
 	defer putCanon(c)

@@ -1,8 +1,6 @@
 package dedup
 
 import (
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 )
 
@@ -37,35 +35,4 @@ func Derive(namespace string, payload []byte, explicit string, volatile []string
 		return Key{}, "", fmt.Errorf("dedup: derive %s: %w", namespace, err)
 	}
 	return k, fp, nil
-}
-
-// ParseFingerprint reads a fingerprint in either spelling: Hash's base64url
-// or the hex that versions before it wrote into task headers and records.
-func ParseFingerprint(s string) ([32]byte, error) {
-	var sum [32]byte
-	var err error
-	switch len(s) {
-	case base64.RawURLEncoding.EncodedLen(len(sum)):
-		_, err = base64.RawURLEncoding.Decode(sum[:], []byte(s))
-	case hex.EncodedLen(len(sum)):
-		_, err = hex.Decode(sum[:], []byte(s))
-	default:
-		err = fmt.Errorf("length %d", len(s))
-	}
-	if err != nil {
-		return sum, fmt.Errorf("dedup: fingerprint %q: %w", s, err)
-	}
-	return sum, nil
-}
-
-// SameFingerprint reports whether a and b are the same fingerprint, perhaps
-// spelled differently (hex from an older producer, base64url from a newer
-// one). Strings that are not fingerprints compare as they are.
-func SameFingerprint(a, b string) bool {
-	if a == b {
-		return true
-	}
-	x, errA := ParseFingerprint(a)
-	y, errB := ParseFingerprint(b)
-	return errA == nil && errB == nil && x == y
 }

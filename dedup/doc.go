@@ -8,9 +8,8 @@
 // business key, else the payload's "dedup_key" or "id", else the SHA-256 of
 // its canonical JSON (see Canonical) in hex. Every Redis key of one Key shares
 // the Cluster hash tag {namespace/id}. The fingerprint is the same SHA-256 as
-// base64url (Hash); ParseFingerprint also reads the hex that older producers
-// sent. A producer that uses the key as the asynq task id may leave the key
-// header out: TaskKey reads it from the task id.
+// base64url (Hash). A producer that uses the key as the asynq task id may
+// leave the key header out: TaskKey reads it from the task id.
 //
 // # The record
 //
@@ -93,20 +92,12 @@
 // re-entry while the key is running in this process, so a redelivery that
 // overlaps a live run never takes it over.
 //
-// # Three round trips per task, when it pays
+// # Round trips per task
 //
-// Give asynq the client Middleware.FoldCompletes returns, and a finished
-// run's Complete is not sent on its own: it waits (about a second at most)
-// for asynq's acknowledgement of the task and runs in one script with it,
-// ahead of it (ackfold.go, the one file that knows asynq's internals,
-// verified for one asynq release). A task then costs asynq's dequeue, the
-// claim and the folded acknowledgement. The handler's hold stays alive until
-// the completion is recorded; a completion that fails is retried while the
-// lease lasts, and Shutdown sends what still waits. The fold turns itself
-// down at start-up (another asynq version, a Cluster client) and completions
-// go alone as before. cmd/worker folds only with ONCEQ_FOLD_COMPLETES: on
-// loopback Redis sharing two cores it measured slower than four round trips
-// (README, Performance).
+// A task costs the worker four Redis round trips, against asynq's two:
+// asynq's dequeue, the claim (one SET NX PX GET), Complete (finish.lua) and
+// asynq's acknowledgement. The heartbeat extends every live lease of the
+// process in one pipelined round trip per tick.
 //
 // TTLs: a running record lives lease + FailedTTL, a done record DoneTTL (24 h
 // by default), a failed record FailedTTL (1 h). A failed record is visible to

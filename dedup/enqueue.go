@@ -1,19 +1,32 @@
 package dedup
 
-// The producer's side of asynq's internals, like ackfold.go on the worker's:
-// the client a Producer gives asynq recognises asynq v0.26.0's enqueue and
-// schedule scripts (by the SHA-1 asynq sends) and, for an enqueue the
-// producer guarded, runs lua/enqueue.lua ahead of asynq's script in one
-// call. enqueue_test.go pins the scripts to go.mod's asynq version.
+// This file is onceq's only coupling to asynq's internals: the client a
+// Producer gives asynq recognises asynq v0.26.0's enqueue and schedule
+// scripts (by the SHA-1 asynq sends) and, for an enqueue the producer
+// guarded, runs lua/enqueue.lua ahead of asynq's script in one call.
+// enqueue_test.go pins the scripts to go.mod's asynq version.
 
 import (
 	"context"
 	"crypto/sha1"
+	"embed"
 	"encoding/hex"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// guardAsynqVersion is the asynq release whose enqueue was checked: its
+// client inserts a task with one EVALSHA of enqueueCmd or scheduleCmd
+// (internal/rdb/rdb.go), KEYS[1] = asynq:{<queue>}:t:<id>.
+const guardAsynqVersion = "v0.26.0"
+
+// lua/asynq holds asynq v0.26.0's enqueueCmd and scheduleCmd byte for byte:
+// they are found by the SHA-1 asynq sends, so only an identical script is
+// ever guarded.
+//
+//go:embed lua/asynq/*.lua
+var asynqLua embed.FS
 
 // guardScripts maps the SHA-1 of asynq's enqueueCmd and scheduleCmd to the
 // guard followed by that script, unchanged.

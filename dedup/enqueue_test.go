@@ -3,6 +3,8 @@ package dedup_test
 import (
 	"context"
 	"errors"
+	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -12,6 +14,19 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
 )
+
+// The guard is verified against one asynq release: bumping asynq in go.mod
+// fails here until enqueue.go and lua/asynq are checked against the new release.
+func TestEnqueueGuardPinnedToGoMod(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*github\.com/hibiken/asynq (\S+)`).FindSubmatch(mod)
+	if m == nil || string(m[1]) != dedup.GuardAsynqVersion {
+		t.Fatalf("go.mod requires asynq %s, enqueue.go is verified for %s: re-read asynq's enqueueCmd/scheduleCmd and update both", m, dedup.GuardAsynqVersion)
+	}
+}
 
 // The guard recognises the scripts go.mod's asynq sends for an enqueue and
 // a scheduled enqueue; a new asynq release fails here until lua/asynq is

@@ -2,6 +2,8 @@ package dedup_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -72,7 +74,8 @@ func TestDerive(t *testing.T) {
 			// hex spelling of the same SHA-256.
 			idOK := k.ID == tt.wantID
 			if tt.wantID == "hash" {
-				idOK = len(k.ID) == 65 && strings.HasPrefix(k.ID, "~") && dedup.SameFingerprint(k.ID[1:], fp)
+				sum, err := base64.RawURLEncoding.DecodeString(fp)
+				idOK = err == nil && k.ID == "~"+hex.EncodeToString(sum)
 			}
 			if !idOK || k.Namespace != "ns" || len(fp) != 43 {
 				t.Fatalf("Derive = %v, fp %q; want id %q", k, fp, tt.wantID)

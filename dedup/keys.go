@@ -5,9 +5,8 @@ package dedup
 // touches one slot; NewKey keeps '{' and '}' out of ns and id.
 const keyPrefix = "onceq:"
 
-// recordKey is the idempotency record (a packed string, see record.go; the
-// first layout was a hash, rewritten on first touch). Owner: the engine; it always
-// carries a TTL (running: lease + grace, done: done TTL, failed: failed TTL).
+// recordKey is the idempotency record (a packed string, see record.go).
+// Owner: the engine; it always carries a TTL (running: lease + grace, done: done TTL, failed: failed TTL).
 func recordKey(k Key) string { return keyPrefix + "{" + k.String() + "}:rec" }
 
 // windowKey is a time window or rate rule (a string holding the holder).

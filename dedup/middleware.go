@@ -65,9 +65,6 @@ type Middleware struct {
 	active    map[Hold]context.CancelCauseFunc
 	keys      map[Key]int   // claims being made or held by this process, per key
 	finishing map[Hold]bool // handler done, completion on its way: never released
-	fold      *ackFold      // nil: each Complete is its own round trip
-	flights   int           // completions being retried in the background
-	landed    chan struct{} // closed when flights drops to 0, if Shutdown waits
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -113,10 +110,6 @@ func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		}
 		c, err := m.claim(ctx, k, fp)
-		if err == nil && c.Outcome == Mismatch && SameFingerprint(fp, c.Fingerprint) {
-			// The record spells this payload's fingerprint as an older producer did (hex).
-			c, err = m.claim(ctx, k, c.Fingerprint)
-		}
 		if err != nil {
 			return err // Redis trouble: asynq retries
 		}
@@ -184,12 +177,7 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	defer cancel(nil)
 	hctx, sink := withResultSink(hctx)
 	m.track(h, cancel)
-	handedOff := false
-	defer func() {
-		if !handedOff {
-			m.untrack(h)
-		}
-	}()
+	defer m.untrack(h)
 
 	// Bookkeeping outlives the task's context: a handler that finished must
 	// be recorded even if asynq is cancelling it, for as long as the claim
@@ -219,18 +207,7 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o TypeOptio
 	m.mu.Lock()
 	m.finishing[h] = true // the effect happened: Shutdown must not release it
 	m.mu.Unlock()
-	if m.fold != nil && m.fold.await(ctx, h, result, o.DoneTTL) {
-		// asynq's acknowledgement will carry the completion (ackfold.go);
-		// the hold stays tracked, so extended, until it is recorded.
-		handedOff = true
-		if o.WriteResult && len(result) > 0 {
-			if w := t.ResultWriter(); w != nil {
-				_, _ = w.Write(result)
-			}
-		}
-		return nil
-	}
-	bg, stop := after() // not before: the fold path needs no timer
+	bg, stop := after()
 	defer stop()
 	if err := m.complete(bg, h, result, o.DoneTTL); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
@@ -286,26 +263,6 @@ func (m *Middleware) untrack(h Hold) {
 	m.mu.Unlock()
 }
 
-// completeLater records a finished run in the background, retrying while
-// the lease lasts, then lets the hold go. Shutdown waits for it.
-func (m *Middleware) completeLater(h Hold, result []byte, ttl time.Duration) {
-	m.mu.Lock()
-	m.flights++
-	m.mu.Unlock()
-	go func() {
-		ctx, stop := context.WithTimeout(context.Background(), m.opts.Lease)
-		defer stop()
-		_ = m.complete(ctx, h, result, ttl) // the store reports the outcome
-		m.untrack(h)
-		m.mu.Lock()
-		if m.flights--; m.flights == 0 && m.landed != nil {
-			close(m.landed)
-			m.landed = nil
-		}
-		m.mu.Unlock()
-	}()
-}
-
 func (m *Middleware) heartbeat() {
 	defer close(m.done)
 	tick := time.NewTicker(m.opts.Heartbeat)
@@ -344,27 +301,7 @@ func (m *Middleware) heartbeat() {
 // running (asynq pushed their tasks back after its ShutdownTimeout), so the
 // next delivery can claim at once instead of waiting out the lease. A cut-off
 // handler that finishes later is fenced out.
-//
-// Completions still waiting for asynq's acknowledgement are sent first, and
-// the ones being retried are waited for (up to ctx), while the heartbeat
-// still extends their leases.
 func (m *Middleware) Shutdown(ctx context.Context) error {
-	if m.fold != nil {
-		m.fold.flush()
-	}
-	m.mu.Lock()
-	var landed chan struct{}
-	if m.flights > 0 {
-		m.landed = make(chan struct{})
-		landed = m.landed
-	}
-	m.mu.Unlock()
-	if landed != nil {
-		select {
-		case <-landed:
-		case <-ctx.Done():
-		}
-	}
 	select {
 	case <-m.stop:
 	default:
@@ -387,11 +324,4 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 		c(errors.New("dedup: shutdown"))
 	}
 	return errors.Join(errs...)
-}
-
-// Active is how many handlers hold a claim right now.
-func (m *Middleware) Active() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.active)
 }

@@ -61,14 +61,8 @@ func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 	}
 	tok, now := nextToken(), time.Now().UnixMilli()
 	key := recordKey(k)
-	set := func() (string, error) {
-		return s.rdb.SetArgs(ctx, key, packRunning(tok, owner, 1, now, fingerprint, now, s.opts.FailedTTL),
-			redis.SetArgs{Mode: "NX", TTL: lease + s.opts.FailedTTL, Get: true}).Result()
-	}
-	old, err := set()
-	if s.upgraded(ctx, key, err) {
-		old, err = set()
-	}
+	old, err := s.rdb.SetArgs(ctx, key, packRunning(tok, owner, 1, now, fingerprint, now, s.opts.FailedTTL),
+		redis.SetArgs{Mode: "NX", TTL: lease + s.opts.FailedTTL, Get: true}).Result()
 	var c Claim
 	switch {
 	case errors.Is(err, redis.Nil): // written: ours
@@ -97,17 +91,6 @@ func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 		s.observe(ctx, OpClaim, k, OutcomeMismatch, 0, "stored fingerprint "+c.Fingerprint)
 	}
 	return c, nil
-}
-
-// upgraded rewrites a record of the first layout (a hash, written before
-// the packed string) when err says the key held one, and reports whether it
-// did: a job done before an upgrade stays done.
-func (s *RedisStore) upgraded(ctx context.Context, key string, err error) bool {
-	if err == nil || !redis.HasErrorPrefix(err, "WRONGTYPE") {
-		return false
-	}
-	n, uerr := upgradeScript.Run(ctx, s.rdb, []string{key}).Int64()
-	return uerr == nil && n == 1
 }
 
 // decide answers a claim from a record it did not acquire. pttl < 0 means
@@ -210,16 +193,9 @@ func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte, opts .
 	if err != nil {
 		return fmt.Errorf("dedup: complete %q: %w", h.Key.String(), err)
 	}
-	keys, args := s.completeArgs(h, result, ttl)
-	n, err := finishScript.Run(ctx, s.rdb, keys, args...).Int64()
+	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+		holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds()).Int64()
 	return s.finish(ctx, OpComplete, OutcomeCompleted, h, n, err)
-}
-
-// completeArgs are finish.lua's keys and arguments for a completion, sent
-// alone or with asynq's acknowledgement (ackfold.go), kept for ttl.
-func (s *RedisStore) completeArgs(h Hold, result []byte, ttl time.Duration) ([]string, []any) {
-	return []string{recordKey(h.Key)},
-		[]any{holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds()}
 }
 
 // Release implements Store.
@@ -245,18 +221,11 @@ func (s *RedisStore) finish(ctx context.Context, op Op, ok Outcome, h Hold, n in
 func (s *RedisStore) Status(ctx context.Context, k Key) (Record, error) {
 	var get *redis.StringCmd
 	var ttl *redis.DurationCmd
-	read := func() error {
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			get = p.Get(ctx, recordKey(k))
-			ttl = p.PTTL(ctx, recordKey(k))
-			return nil
-		})
-		return err
-	}
-	err := read()
-	if s.upgraded(ctx, recordKey(k), err) {
-		err = read()
-	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, recordKey(k))
+		ttl = p.PTTL(ctx, recordKey(k))
+		return nil
+	})
 	r := Record{Key: k, State: StateAbsent}
 	if errors.Is(err, redis.Nil) {
 		return r, nil

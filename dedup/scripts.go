@@ -21,7 +21,6 @@ var (
 	claimScript     = mustScript("claim.lua")
 	extendScript    = mustScript("extend.lua")
 	finishScript    = mustScript("finish.lua")
-	upgradeScript   = mustScript("upgrade.lua")
 	reserveScript   = mustScript("reserve.lua")
 	unreserveScript = mustScript("unreserve.lua")
 )

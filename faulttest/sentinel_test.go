@@ -62,7 +62,7 @@ func sentinelStream(t *testing.T, mode string, minReplicas int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Brief: true})
+	prod := tasks.NewProducer(rdb, store, tasks.ProducerOptions{})
 	startWorker(t, "worker-"+mode, r.workerVars(map[string]string{
 		"ONCEQ_REDIS_URL": url, "ONCEQ_REDIS_MIN_REPLICAS": strconv.Itoa(minReplicas),
 		"ONCEQ_CONCURRENCY": "10", "ONCEQ_LEASE": "10s",

@@ -22,13 +22,6 @@ type ProducerOptions struct {
 	// Observer sees every enqueue decision (enqueued, duplicate, conflict,
 	// throttled). Default: none.
 	Observer dedup.Observer
-	// Brief skips the two reads (task and record, in parallel) that follow a
-	// refused enqueue, so a refusal costs no more than an insert. Those
-	// reads are how a conflict is told from a duplicate: a Brief producer
-	// reports every refusal as Duplicate with State unknown. Only for
-	// callers that never reuse a key for other content (the benchmark).
-	// Default: false.
-	Brief bool
 }
 
 // Producer enqueues Jobs under their dedup policy. Safe for concurrent use.
@@ -196,11 +189,6 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert) 
 // started under j's repeat policy. Otherwise it fills out with the answer.
 // A conflict never carries the other job's result.
 func (p *Producer) refused(ctx context.Context, j Job, out *Outcome, mayReplace bool) (insert, bool) {
-	if p.opts.Brief {
-		out.Decision, out.State = Duplicate, StatusUnknown
-		out.Reason = "task id " + j.Key.String() + " already accepted"
-		return insert{}, false
-	}
 	var (
 		wg   sync.WaitGroup
 		info *asynq.TaskInfo
@@ -229,7 +217,7 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome, mayReplace 
 	if stored == "" && rerr == nil {
 		stored = rec.Fingerprint
 	}
-	if stored != "" && !dedup.SameFingerprint(stored, j.Fingerprint) {
+	if stored != "" && stored != j.Fingerprint {
 		out.Decision, out.State = Conflict, StatusUnknown
 		out.Reason = "key " + j.Key.String() + " was accepted with other content (fingerprint " + short(stored) +
 			", this job " + short(j.Fingerprint) + "); nothing was enqueued"
@@ -280,7 +268,7 @@ func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec dedup.Record) (i
 	case info.State != asynq.TaskStatePending && info.State != asynq.TaskStateScheduled:
 		return insert{}, false
 	}
-	same := dedup.SameFingerprint(info.Headers[HeaderFingerprint], j.Fingerprint)
+	same := info.Headers[HeaderFingerprint] == j.Fingerprint
 	switch j.Repeat.Policy {
 	case RepeatReplace:
 		if same {

@@ -30,7 +30,6 @@ type config struct {
 	Goroutines  []int // enqueue concurrencies
 	DupG        []int // goroutines for the duplicate-vs-insert cost
 	Retained    bool  // also process TaskID+Retention tasks without middleware
-	Fold        bool  // also process onceq tasks with Complete folded into asynq's acknowledgement
 	Phases      map[string]bool
 	RedisURL    string
 	Ports       redisproc.Ports // for the redis-server the bench starts
@@ -172,7 +171,7 @@ func (b *bench) fill(ctx context.Context, side, queue string, n int) error {
 	if err != nil {
 		return err
 	}
-	prod := tasks.NewProducer(b.env.admin, store, tasks.ProducerOptions{Brief: true})
+	prod := tasks.NewProducer(b.env.admin, store, tasks.ProducerOptions{})
 	return parallel(n, 16, func(i int) error {
 		switch side {
 		case sideBare:

@@ -28,8 +28,7 @@ const (
 type enqueuer struct {
 	trips    *tripCounter
 	client   *asynq.Client
-	producer *tasks.Producer // Brief: a duplicate is refused in one round trip
-	describe *tasks.Producer // the default: a duplicate's state is looked up
+	producer *tasks.Producer
 	close    func()
 }
 
@@ -48,8 +47,7 @@ func (b *bench) newEnqueuer() (*enqueuer, error) {
 	return &enqueuer{
 		trips:    trips,
 		client:   asynq.NewClientFromRedisClient(rdb),
-		producer: tasks.NewProducer(rdb, store, tasks.ProducerOptions{Brief: true}),
-		describe: tasks.NewProducer(rdb, store, tasks.ProducerOptions{}),
+		producer: tasks.NewProducer(rdb, store, tasks.ProducerOptions{}),
 		close:    func() { rdb.Close() },
 	}, nil
 }
@@ -202,53 +200,41 @@ func (b *bench) enqueueing(ctx context.Context) ([]group, error) {
 	return groups, nil
 }
 
-// duplicates compares refusing a duplicate with inserting the key the first
-// time, for the Brief producer and the describing default, chunk by chunk:
-// a chunk of first inserts, then the same keys again.
+// duplicates compares refusing a duplicate (whose state the Producer looks
+// up) with inserting the key the first time, chunk by chunk: a chunk of
+// first inserts, then the same keys again.
 func (b *bench) duplicates(ctx context.Context) ([]group, error) {
 	e, err := b.newEnqueuer()
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	modes := []struct {
-		name string
-		p    *tasks.Producer
-	}{{"brief", e.producer}, {"describe", e.describe}}
 	var groups []group
 	for _, g := range b.cfg.DupG {
-		grs := make([]group, len(modes))
-		for m, mode := range modes {
-			grs[m] = newGroup(fmt.Sprintf("duplicate %s g=%d", mode.name, g), "enqueues", []string{dupFirst, dupRepeat})
-			grs[m].Goroutines = g
-		}
+		gr := newGroup(fmt.Sprintf("duplicate describe g=%d", g), "enqueues", []string{dupFirst, dupRepeat})
+		gr.Goroutines = g
 		for r := range b.cfg.Rounds {
-			for _, m := range rotate([]string{"0", "1"}, r) {
-				mi := int(m[0] - '0')
-				q := b.queue("d")
-				first := make([]op, b.cfg.EnqueueN+1)
-				again := make([]op, b.cfg.EnqueueN+1)
-				for i := range first {
-					j, err := b.job(q, i)
-					if err != nil {
-						return nil, err
-					}
-					first[i] = producerOp(modes[mi].p, j, tasks.Enqueued)
-					again[i] = producerOp(modes[mi].p, j, tasks.Duplicate)
-				}
-				ss, err := b.interleave(ctx, e, [][]op{first, again}, g, r, false)
-				b.cleanup(context.WithoutCancel(ctx), q)
+			q := b.queue("d")
+			first := make([]op, b.cfg.EnqueueN+1)
+			again := make([]op, b.cfg.EnqueueN+1)
+			for i := range first {
+				j, err := b.job(q, i)
 				if err != nil {
-					return nil, fmt.Errorf("%s round %d: %w", grs[mi].Name, r+1, err)
+					return nil, err
 				}
-				grs[mi].add(dupFirst, ss[0])
-				grs[mi].add(dupRepeat, ss[1])
+				first[i] = producerOp(e.producer, j, tasks.Enqueued)
+				again[i] = producerOp(e.producer, j, tasks.Duplicate)
 			}
+			ss, err := b.interleave(ctx, e, [][]op{first, again}, g, r, false)
+			b.cleanup(context.WithoutCancel(ctx), q)
+			if err != nil {
+				return nil, fmt.Errorf("%s round %d: %w", gr.Name, r+1, err)
+			}
+			gr.add(dupFirst, ss[0])
+			gr.add(dupRepeat, ss[1])
 		}
-		for _, gr := range grs {
-			b.logf("%-28s %s", gr.Name, brief(gr))
-		}
-		groups = append(groups, grs...)
+		b.logf("%-28s %s", gr.Name, brief(gr))
+		groups = append(groups, gr)
 	}
 	return groups, nil
 }

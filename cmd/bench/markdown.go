@@ -34,10 +34,6 @@ func (r *Report) markdown(w io.Writer) {
 			b.GoCPUus, b.RedisCPUus, o.GoCPUus, o.RedisCPUus, c.AddedGoUS, c.AddedRedisUS)
 		fmt.Fprintf(w, "| round trips per task (task path), allocations per task, %s | %.2f, %.0f | %.2f, %.0f | |\n", name,
 			b.TaskPathTripsPerOp, b.AllocsPerOp, o.TaskPathTripsPerOp, o.AllocsPerOp)
-		if f, ok := g.result(sideFold); ok {
-			fmt.Fprintf(w, "| processing, %s, with ONCEQ_FOLD_COMPLETES (tasks/s; CPU Go + Redis µs; round trips) | | %s; %.0f + %.0f; %.2f | %s |\n", name,
-				thousands(f.OpsPerSec), f.GoCPUus, f.RedisCPUus, f.TaskPathTripsPerOp, ratio(g.Name, sideFold, sideBare))
-		}
 	}
 	for g := range r.groupsNamed("enqueue") {
 		p, _ := g.result(enqPlain)

@@ -49,8 +49,7 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		c.n.Add(1)
-		// One trip, on the task's path if any command in it is (a
-		// completion folded into asynq's acknowledgement).
+		// One trip, on the task's path if any command in it is.
 		for _, cmd := range cmds {
 			if onTaskPath(ctx, cmd) {
 				c.task.Add(1)

@@ -136,9 +136,6 @@ func (b *bench) processing(ctx context.Context) ([]group, error) {
 	if b.cfg.Retained {
 		sides = append(sides, sideRetained)
 	}
-	if b.cfg.Fold {
-		sides = append(sides, sideFold)
-	}
 	type layout struct {
 		name    string
 		servers int

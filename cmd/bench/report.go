@@ -95,8 +95,6 @@ func (r *Report) compareAll() {
 			add(g, sideOnceq, sideBare, "throughput")
 			add(g, sideOnceq, sideRetained, "throughput")
 			add(g, sideRetained, sideBare, "throughput")
-			add(g, sideFold, sideBare, "throughput")
-			add(g, sideFold, sideOnceq, "throughput")
 		case strings.HasPrefix(g.Name, "enqueue"):
 			for _, side := range []string{enqDefault, enqWindow, enqRate, enqPlainID, enqPlainHdr} {
 				add(g, side, enqPlain, "throughput")
@@ -136,15 +134,11 @@ func (r *Report) targets() []Target {
 	_, c2, ok2 := proc(2, 0)
 	row("processing, 2 processes, onceq / bare asynq", ">= 0.72", c2.Median, iqr(c2), ok2, c2.Median >= 0.72)
 	var trips float64
-	tripsDetail := ""
 	if ok1 {
 		o, _ := g1.result(sideOnceq)
 		trips = o.TaskPathTripsPerOp
-		if f, ok := g1.result(sideFold); ok {
-			tripsDetail = fmt.Sprintf("onceq+fold %.2f", f.TaskPathTripsPerOp)
-		}
 	}
-	row("round trips per processed task, happy path", "<= 3", trips, tripsDetail, ok1, trips <= 3.02)
+	row("round trips per processed task, happy path", "<= 3", trips, "", ok1, trips <= 3.02)
 	row("added Redis CPU per task", "<= 25 us", c1.AddedRedisUS, "", ok1, c1.AddedRedisUS <= 25)
 	row("added Go CPU per task", "<= 35 us", c1.AddedGoUS, "", ok1, c1.AddedGoUS <= 35)
 
@@ -159,7 +153,7 @@ func (r *Report) targets() []Target {
 
 	worst, parts, n = math.Inf(-1), parts[:0], 0
 	for _, g := range r.Groups {
-		if c, ok := r.comparison(g.Name, dupRepeat, dupFirst); ok && strings.HasPrefix(g.Name, "duplicate brief") {
+		if c, ok := r.comparison(g.Name, dupRepeat, dupFirst); ok && strings.HasPrefix(g.Name, "duplicate describe") {
 			worst, n = max(worst, c.Median), n+1
 			parts = append(parts, fmt.Sprintf("g=%d %.2f", g.Goroutines, c.Median))
 		}
@@ -247,7 +241,6 @@ func (r *Report) print(w io.Writer) {
 
 	sideTable(fmt.Sprintf("1. Processing no-op tasks end to end, N=%d per side per round\n"+
 		"   asynq = plain tasks; asynq+id = TaskID+Retention tasks, no middleware; onceq = Producer tasks + dedup.Middleware, as cmd/worker runs;\n"+
-		"   onceq+fold = the same with ONCEQ_FOLD_COMPLETES (Complete in asynq's acknowledgement: one round trip less)\n"+
 		"   trips: all round trips per task (in brackets: on the task path, without per-process background)", s.N),
 		"task", func(g *group) bool { return g.Unit == "tasks" },
 		func(g *group, side string) string {
@@ -256,8 +249,6 @@ func (r *Report) print(w io.Writer) {
 				return ratio(g, sideOnceq, sideBare)
 			case sideRetained:
 				return ratio(g, sideRetained, sideBare)
-			case sideFold:
-				return ratio(g, sideFold, sideBare)
 			}
 			return ""
 		})
@@ -273,7 +264,7 @@ func (r *Report) print(w io.Writer) {
 			return ratio(g, side, enqPlain)
 		})
 
-	if r.group("duplicate brief g="+strconv.Itoa(firstOr(r.Settings.DupGoroutines, 1))) != nil {
+	if r.group("duplicate describe g="+strconv.Itoa(firstOr(r.Settings.DupGoroutines, 1))) != nil {
 		fmt.Fprintf(w, "\n2b. Rejected duplicate vs first insert (Producer.Enqueue of the same %d keys twice)\n", s.EnqueueN)
 		row("", "first us/op", "dup us/op", "first trips", "dup trips", "dup/first cost", "per round")
 	}

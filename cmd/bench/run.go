@@ -43,7 +43,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	fs.IntVar(&cfg.EnqueueN, "enqueue-n", 4000, "enqueues per enqueue measurement")
 	fs.IntVar(&cfg.MemoryN, "memory-n", 2000, "completed jobs retained for the memory sample")
 	fs.BoolVar(&cfg.Retained, "retained", true, "also process TaskID+Retention tasks without middleware (shows where the gap is)")
-	fs.BoolVar(&cfg.Fold, "fold", true, "also process onceq tasks with ONCEQ_FOLD_COMPLETES (what folding Complete into asynq's acknowledgement buys)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "use this Redis instead of starting one; it is never flushed, only the run's own keys are deleted")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process here (workers: <file>.worker0/1)")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write this process's allocation profile here at the end (go tool pprof -sample_index alloc_objects)")

@@ -17,10 +17,9 @@ import (
 
 // Sides of the processing comparison.
 const (
-	sideBare     = "asynq"      // plain tasks, no-op handler
-	sideRetained = "asynq+id"   // tasks with TaskID + Retention as onceq enqueues them, no middleware
-	sideOnceq    = "onceq"      // producer-enqueued tasks, handler inside dedup.Middleware, as cmd/worker runs by default
-	sideFold     = "onceq+fold" // as onceq with ONCEQ_FOLD_COMPLETES: Complete in asynq's acknowledgement
+	sideBare     = "asynq"    // plain tasks, no-op handler
+	sideRetained = "asynq+id" // tasks with TaskID + Retention as onceq enqueues them, no middleware
+	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside dedup.Middleware, as cmd/worker runs them
 	taskCheck    = 10 * time.Millisecond
 )
 
@@ -64,22 +63,15 @@ type serverRun struct {
 func (h *workerHost) prepare(side, queue, taskType string, concurrency int, target int64) (*serverRun, error) {
 	r := &serverRun{host: h, side: side, target: target, done: make(chan struct{})}
 	r.mux = asynq.NewServeMux()
-	asynqRDB := redis.UniversalClient(h.rdb)
-	if side == sideOnceq || side == sideFold {
+	if side == sideOnceq {
 		mw, err := dedup.NewMiddleware(h.store, dedup.MiddlewareOptions{})
 		if err != nil {
 			return nil, err
 		}
 		r.mw = mw
 		r.mux.Use(mw.Wrap)
-		if side == sideFold {
-			if asynqRDB, err = mw.FoldCompletes(h.rdb, 0); err != nil {
-				fmt.Fprintln(h.warn, "bench: completions not folded:", err)
-				asynqRDB = h.rdb
-			}
-		}
 	}
-	r.srv = asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
+	r.srv = asynq.NewServerFromRedisClient(h.rdb, asynq.Config{
 		Concurrency:       concurrency,
 		Queues:            map[string]int{queue: 1},
 		TaskCheckInterval: taskCheck,

@@ -97,8 +97,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	// Runs after the asynq server stopped: releases the claims it cut off
-	// and sends the completions still waiting for an acknowledgement.
+	// Runs after the asynq server stopped: releases the claims it cut off.
 	d.OnStop("releasing cut-off claims", mw.Shutdown)
 	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	deps, closeDeps, err := buildDeps(cfg, log, producer)
@@ -113,17 +112,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
 	deps.Ledger = ledger
 
-	// One round trip less per task where asynq's acknowledgement is known,
-	// when asked for: it does not pay everywhere (config.Worker.FoldCompletes).
-	asynqRDB := rdb
-	if cfg.FoldCompletes {
-		if asynqRDB, err = mw.FoldCompletes(rdb, 0); err != nil {
-			log.Warn("ONCEQ_FOLD_COMPLETES: completions sent apart from asynq's acknowledgements", zap.Error(err))
-		} else {
-			log.Info("completions folded into asynq's acknowledgements")
-		}
-	}
-	srv := asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.Concurrency,
 		Queues:                   cfg.Queues,
 		StrictPriority:           cfg.StrictPriority,

@@ -67,7 +67,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 }
 
 // brokenStore is a dedup.Store with one deliberate flaw, on plain Redis
-// commands and a hash record (the store's first layout): splitClaim reads the record
+// commands and a hash record: splitClaim reads the record
 // and writes its claim in a second round trip, so two clients can both
 // acquire; noFence completes a running record whatever the caller's token.
 // Everything else is done atomically (WATCH/MULTI), so only the flaw shows.
