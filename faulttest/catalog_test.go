@@ -36,7 +36,7 @@ func TestCatalogThroughTheBinaries(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	serve := exec.CommandContext(ctx, producerBin, "serve")
-	serve.Env = childEnv(serveVars)
+	serve.Env = testenv.ChildEnv(serveVars)
 	var log testenv.Buffer
 	serve.Stdout, serve.Stderr = &log, &log
 	if err := serve.Start(); err != nil {

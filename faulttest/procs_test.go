@@ -90,21 +90,6 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// childEnv is this process's environment without any ONCEQ_ variable (config
-// rejects unknown ones, and ONCEQ_FAULT_TESTS is one), plus vars.
-func childEnv(vars map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ONCEQ_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
 // worker is one cmd/worker process.
 type worker struct {
 	t     *testing.T
@@ -139,7 +124,7 @@ func startWorker(t *testing.T, name string, vars map[string]string) *worker {
 			t.Fatal(err)
 		}
 		w.cmd = exec.Command(bin)
-		w.cmd.Env = childEnv(env)
+		w.cmd.Env = testenv.ChildEnv(env)
 		w.cmd.Stdout, w.cmd.Stderr = logf, logf
 		if err := w.cmd.Start(); err != nil {
 			logf.Close()
@@ -287,7 +272,7 @@ func runProducer(bin string, vars map[string]string, stdin string, args ...strin
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = childEnv(vars)
+	cmd.Env = testenv.ChildEnv(vars)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -44,7 +44,7 @@ func TestWebhookBodiesMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve")
-	cmd.Env = childEnv(map[string]string{
+	cmd.Env = testenv.ChildEnv(map[string]string{
 		"ONCEQ_REDIS_URL":       fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
 		"ONCEQ_API_ADDR":        addr,
 		"ONCEQ_WEBHOOK_SECRETS": "acme:whsec-acme",
@@ -187,21 +187,6 @@ func buildProducer(t *testing.T) string {
 	}
 	t.Logf("built producer in %s", time.Since(start).Round(time.Millisecond))
 	return bin
-}
-
-// childEnv is this process's environment without its ONCEQ_ variables
-// (config refuses unknown ones), plus vars.
-func childEnv(vars map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ONCEQ_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	return env
 }
 
 func waitReady(ctx context.Context, t *testing.T, addr string) {

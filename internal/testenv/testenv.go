@@ -1,10 +1,13 @@
 // Package testenv holds what tests of real processes and servers share
-// besides Redis (see redistest): free loopback ports and a buffer that
-// loggers and pipes may write while the test reads.
+// besides Redis (see redistest): free loopback ports, the environment of a
+// child binary, and a buffer that loggers and pipes may write while the
+// test reads.
 package testenv
 
 import (
 	"bytes"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -37,4 +40,20 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// ChildEnv is this process's environment without any ONCEQ_ variable, plus
+// vars: for a onceq binary a test starts, whose config refuses unknown
+// ONCEQ_ variables (ONCEQ_FAULT_TESTS is one) and must see only the test's.
+func ChildEnv(vars map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ONCEQ_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
 }
