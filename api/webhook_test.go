@@ -46,14 +46,7 @@ func TestWebhookRedeliveredThreeTimesEnqueuesOnce(t *testing.T) {
 				attempt, r.Status, r.Body, r.Header.Get(api.ReplayedHeader))
 		}
 	}
-	p := e.pending("default")
-	if len(p) != 1 {
-		t.Fatalf("%d pending tasks, want 1", len(p))
-	}
-	var wh tasks.Webhook
-	if err := json.Unmarshal(p[0].Payload, &wh); err != nil {
-		t.Fatal(err)
-	}
+	wh := e.payloadOf(t)
 	if wh.Source != source || wh.EventID != "evt_100" || wh.Type != "user.created" || wh.Attempt != 1 || wh.ReceivedAt == "" {
 		t.Fatalf("payload %+v", wh)
 	}

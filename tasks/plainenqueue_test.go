@@ -38,14 +38,7 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	catalog, err := tasks.NewCatalog(tasks.Windows{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Types: catalog.TypeOptions()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	catalog, mw := catalogMiddleware(t, store)
 	var runs atomic.Int64
 	ran := make(chan struct{}, 4)
 	mux := asynq.NewServeMux()
@@ -145,6 +138,20 @@ func TestPlainAsynqEnqueueInvalidIsBadPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, mw := catalogMiddleware(t, store)
+	t.Cleanup(func() { mw.Shutdown(context.Background()) })
+	runs := 0
+	h := mw.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs++; return nil }))
+	bad := asynq.NewTask(tasks.TypePayment, []byte(`{"payment_id":"pmt-bad","account":"a","amount":0,"currency":"EUR"}`))
+	if err := h.ProcessTask(context.Background(), bad); !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, tasks.ErrInvalid) || runs != 0 {
+		t.Fatalf("invalid plain payment: %v, handler runs %d; want a skip-retry ErrInvalid and no run", err, runs)
+	}
+}
+
+// catalogMiddleware is the built-in catalog and the middleware that knows
+// its types, as cmd/worker wires them.
+func catalogMiddleware(t *testing.T, store dedup.Store) (*tasks.Catalog, *dedup.Middleware) {
+	t.Helper()
 	catalog, err := tasks.NewCatalog(tasks.Windows{})
 	if err != nil {
 		t.Fatal(err)
@@ -153,11 +160,5 @@ func TestPlainAsynqEnqueueInvalidIsBadPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { mw.Shutdown(context.Background()) })
-	runs := 0
-	h := mw.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs++; return nil }))
-	bad := asynq.NewTask(tasks.TypePayment, []byte(`{"payment_id":"pmt-bad","account":"a","amount":0,"currency":"EUR"}`))
-	if err := h.ProcessTask(context.Background(), bad); !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, tasks.ErrInvalid) || runs != 0 {
-		t.Fatalf("invalid plain payment: %v, handler runs %d; want a skip-retry ErrInvalid and no run", err, runs)
-	}
+	return catalog, mw
 }
