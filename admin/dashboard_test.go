@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/admin"
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -20,7 +20,7 @@ import (
 func TestDashboardOpensOnceqTask(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,8 @@ func TestDashboardOpensOnceqTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := tasks.NewProducer(rdb, store, tasks.ProducerOptions{}).Enqueue(t.Context(), j)
-	if err != nil || out.Decision != tasks.Enqueued {
+	out, err := onceq.NewProducer(rdb, store, onceq.ProducerOptions{}).Enqueue(t.Context(), j)
+	if err != nil || out.Decision != onceq.Enqueued {
 		t.Fatalf("enqueue: %+v %v", out, err)
 	}
 	base := serve(t, admin.Options{Dashboard: admin.Dashboard(rdb, true)})

@@ -12,18 +12,18 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
 // Options configures New.
 type Options struct {
 	// Producer enqueues the jobs. Required.
-	Producer *tasks.Producer
+	Producer *onceq.Producer
 	// Store holds the HTTP replay records (namespace "http") and answers
 	// job status reads. Its DoneTTL is how long a response is replayed, so
 	// give the API a store of its own. Required.
-	Store dedup.Store
+	Store onceq.Store
 	// Catalog builds every job: routes, key rules, windows. Default: the
 	// built-in task types under the default windows.
 	Catalog *tasks.Catalog
@@ -84,7 +84,7 @@ type Options struct {
 	Log *zap.Logger
 	// Observer sees the API's own decisions (replayed, in progress,
 	// mismatch, throttled, bad payload). Default: none.
-	Observer dedup.Observer
+	Observer onceq.Observer
 	// Now is the clock for signature timestamps. Default: time.Now.
 	Now func() time.Time
 }
@@ -121,7 +121,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Log = zap.NewNop()
 	}
 	if o.Observer == nil {
-		o.Observer = func(context.Context, dedup.Decision) {}
+		o.Observer = func(context.Context, onceq.Event) {}
 	}
 	if o.Now == nil {
 		o.Now = time.Now

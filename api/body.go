@@ -10,8 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq"
 )
 
 // readBody reads the whole body under the size limit. A problem response is
@@ -52,9 +51,9 @@ func checkJSON(r *http.Request) *response {
 // (syntax, unknown fields, trailing data, wrong types) and well-formed
 // content the task refuses are both 400s, told apart by the problem type.
 func refused(err error) response {
-	if errors.Is(err, tasks.ErrMalformed) {
+	if errors.Is(err, onceq.ErrMalformed) {
 		msg := err.Error()
-		if _, after, ok := strings.Cut(msg, tasks.ErrMalformed.Error()+": "); ok {
+		if _, after, ok := strings.Cut(msg, onceq.ErrMalformed.Error()+": "); ok {
 			msg = after
 		}
 		return problem(http.StatusBadRequest, probBadRequest, "the body is not the expected JSON: "+msg)
@@ -70,7 +69,7 @@ func invalid(err error) response {
 }
 
 // maxKeyBytes bounds an Idempotency-Key header.
-const maxKeyBytes = dedup.MaxIDLen
+const maxKeyBytes = 255 // the longest key id onceq takes as it is
 
 // idempotencyKey reads Idempotency-Key or X-Idempotency-Key. "" without
 // either. The draft's structured-field form (a quoted string) is accepted.

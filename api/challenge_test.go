@@ -11,7 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -29,7 +29,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 		t.Fatalf("first submission %+v", first)
 	}
 	second := accepted(t, e.post(paymentPath, body, ""), http.StatusOK)
-	if second.Decision != tasks.Duplicate || second.TaskID != first.TaskID || !strings.Contains(second.Reason, "already") {
+	if second.Decision != onceq.Duplicate || second.TaskID != first.TaskID || !strings.Contains(second.Reason, "already") {
 		t.Fatalf("second submission %+v, want a duplicate of %s", second, first.TaskID)
 	}
 
@@ -61,7 +61,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := dedup.NewMiddleware(e.jobs, dedup.MiddlewareOptions{Types: catalog.TypeOptions()})
+	mw, err := onceq.NewMiddleware(e.jobs, onceq.MiddlewareOptions{Catalog: catalog.Catalog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +73,12 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	h := mw.Wrap(tasks.PaymentHandler{Gateway: &tasks.GatewayClient{URL: gw.URL, HTTP: gw.Client()}})
 	// A real delivery carries the key as its task id, which only asynq's
 	// server can put in the context: here it goes in the header instead.
-	k, err := dedup.KeyFromTaskID(info.ID)
+	k, err := onceq.ParseKey(info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hdr := maps.Clone(info.Headers)
-	hdr[dedup.HeaderKey] = k.String()
+	hdr["onceq-key"] = k.String()
 	task := asynq.NewTaskWithHeaders(info.Type, info.Payload, hdr)
 	for range 2 { // redelivered: the second run is acknowledged as a duplicate
 		if err := h.ProcessTask(t.Context(), task); err != nil {
@@ -101,7 +101,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 
 	// Submitted again after processing: still a duplicate, now with the result.
 	third := accepted(t, e.post(paymentPath, body, ""), http.StatusOK)
-	if third.State != tasks.StatusDone || third.Result == nil || !strings.Contains(third.Reason, "already processed") {
+	if third.State != onceq.StatusDone || third.Result == nil || !strings.Contains(third.Reason, "already processed") {
 		t.Fatalf("third submission %+v", third)
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // A request that never ran must leave nothing behind, or every retry of
@@ -23,8 +23,8 @@ import (
 // (principal, route, key, fingerprint) would replace the doubt set.
 type claims struct {
 	mu     sync.Mutex
-	live   map[dedup.Hold]struct{}
-	doubts map[dedup.Key]time.Time
+	live   map[onceq.Hold]struct{}
+	doubts map[onceq.Key]time.Time
 }
 
 // maxDoubts bounds the doubt set under a long Redis outage; past it the
@@ -32,27 +32,27 @@ type claims struct {
 const maxDoubts = 4096
 
 func newClaims() *claims {
-	return &claims{live: map[dedup.Hold]struct{}{}, doubts: map[dedup.Key]time.Time{}}
+	return &claims{live: map[onceq.Hold]struct{}{}, doubts: map[onceq.Key]time.Time{}}
 }
 
-func (c *claims) hold(h dedup.Hold) {
+func (c *claims) hold(h onceq.Hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.live[h] = struct{}{}
 	delete(c.doubts, h.Key)
 }
 
-func (c *claims) drop(h dedup.Hold) {
+func (c *claims) drop(h onceq.Hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.live, h)
 }
 
-func (c *claims) doubt(k dedup.Key) {
+func (c *claims) doubt(k onceq.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.doubts) >= maxDoubts {
-		var oldest dedup.Key
+		var oldest onceq.Key
 		var at time.Time
 		for dk, t := range c.doubts {
 			if at.IsZero() || t.Before(at) {
@@ -66,48 +66,48 @@ func (c *claims) doubt(k dedup.Key) {
 
 // orphaned reports whether rec is a claim no live request of this process
 // holds, on a key this process left in doubt.
-func (c *claims) orphaned(rec dedup.Record) bool {
+func (c *claims) orphaned(rec onceq.Record) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, doubt := c.doubts[rec.Key]
-	_, live := c.live[dedup.Hold{Key: rec.Key, Token: rec.Token}]
+	_, live := c.live[onceq.Hold{Key: rec.Key, Token: rec.Token}]
 	return doubt && !live
 }
 
 // claim is Store.Claim that first clears what a request that never ran
 // left behind: an orphaned running claim (see claims), or a failed record
 // (a 429 or 5xx whose clean-up did not reach Redis).
-func (s *server) claim(ctx context.Context, k dedup.Key, fp string) (dedup.Claim, error) {
-	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease)
+func (s *server) claim(ctx context.Context, k onceq.Key, fp string) (onceq.Claim, error) {
+	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, "")
 	if err != nil {
 		s.claims.doubt(k)
 		return c, err
 	}
-	if c.Outcome != dedup.InProgress && c.Outcome != dedup.Mismatch {
-		if c.Outcome == dedup.Acquired {
+	if c.Outcome != onceq.InProgress && c.Outcome != onceq.Conflict {
+		if c.Outcome == onceq.Acquired {
 			s.claims.hold(c.Hold)
 		}
 		return c, nil
 	}
 	rec, err := s.opts.Store.Status(ctx, k)
 	if err != nil {
-		return dedup.Claim{}, err
+		return onceq.Claim{}, err
 	}
-	left := rec.State == dedup.StateFailed || (rec.State == dedup.StateRunning && s.claims.orphaned(rec))
+	left := rec.State == onceq.StatusFailed || (rec.State == onceq.StatusRunning && s.claims.orphaned(rec))
 	if !left {
 		return c, nil
 	}
 	s.opts.Log.Info("api: clearing a claim left by a request that never ran", zap.String("key", k.String()),
 		zap.String("state", string(rec.State)))
 	if err := s.opts.Store.Forget(ctx, k); err != nil {
-		return dedup.Claim{}, err
+		return onceq.Claim{}, err
 	}
-	c, err = s.opts.Store.Claim(ctx, k, fp, s.opts.Lease)
+	c, err = s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, "")
 	if err != nil {
 		s.claims.doubt(k)
 		return c, err
 	}
-	if c.Outcome == dedup.Acquired {
+	if c.Outcome == onceq.Acquired {
 		s.claims.hold(c.Hold)
 	}
 	return c, nil
@@ -118,7 +118,7 @@ func (s *server) claim(ctx context.Context, k dedup.Key, fp string) (dedup.Claim
 // delete is not fenced, so it is done only while our lease surely holds;
 // past that, Release (fenced) and the failed record is cleared by the next
 // claim.
-func (s *server) unclaim(ctx context.Context, h dedup.Hold, claimed time.Time, cause string) {
+func (s *server) unclaim(ctx context.Context, h onceq.Hold, claimed time.Time, cause string) {
 	var err error
 	if time.Since(claimed) < s.opts.Lease/2 {
 		err = s.opts.Store.Forget(ctx, h.Key)

@@ -7,7 +7,7 @@
 //	POST /v1/webhooks/{source}   any JSON object, signed by the source's Scheme
 //	GET  /v1/jobs/{key}          key is "namespace/id", URL-escaped or not
 //
-// The POST /v1/<route> endpoints come from the task catalog (tasks.Kind's
+// The POST /v1/<route> endpoints come from the task catalog (onceq.Kind's
 // Route); their bodies are the task payloads, built by tasks.Catalog.Build
 // exactly as batch files and the CLI are.
 //
@@ -81,7 +81,7 @@
 // "this key was used with another payload", which a reused business key is;
 // 409 stays "the first request with this key is still in flight", which a
 // retry may outlast. state is one of pending, scheduled, running, retry,
-// done, failed, archived, unknown (tasks.Status), as in GET /v1/jobs.
+// done, failed, archived, unknown (onceq.Status), as in GET /v1/jobs.
 //
 // Errors are RFC 9457 problem documents (application/problem+json) with
 // type, title, status and detail: 400 malformed JSON, duplicate or

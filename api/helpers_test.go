@@ -16,8 +16,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/tasks"
 )
@@ -34,14 +34,14 @@ const (
 type env struct {
 	t       testing.TB
 	rdb     redis.UniversalClient
-	jobs    *dedup.RedisStore // the producer's and workers' records
-	replays *dedup.RedisStore // the API's HTTP replay records
+	jobs    *onceq.RedisStore // the producer's and workers' records
+	replays *onceq.RedisStore // the API's HTTP replay records
 	insp    *asynq.Inspector
 	srv     *httptest.Server
 
 	mu        sync.Mutex
 	now       time.Time
-	decisions []dedup.Decision
+	decisions []onceq.Event
 }
 
 func newEnv(t testing.TB, mods ...func(*api.Options)) *env {
@@ -53,20 +53,20 @@ func newEnvOn(t testing.TB, rdb redis.UniversalClient, mods ...func(*api.Options
 	t.Helper()
 	e := &env{t: t, rdb: rdb, insp: asynq.NewInspectorFromRedisClient(rdb), now: time.Now()}
 	var err error
-	if e.jobs, err = dedup.NewRedisStore(rdb, dedup.Options{}); err != nil {
+	if e.jobs, err = onceq.NewRedisStore(rdb, onceq.StoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if e.replays, err = dedup.NewRedisStore(rdb, dedup.Options{DoneTTL: time.Hour}); err != nil {
+	if e.replays, err = onceq.NewRedisStore(rdb, onceq.StoreOptions{DoneTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	o := api.Options{
-		Producer:       tasks.NewProducer(rdb, e.jobs, tasks.ProducerOptions{}),
+		Producer:       onceq.NewProducer(rdb, e.jobs, onceq.ProducerOptions{}),
 		Store:          e.replays,
 		Redis:          rdb,
 		Tokens:         []string{"old-token", token},
 		WebhookSecrets: map[string][]string{source: {secret}},
 		MaxBodyBytes:   4 << 10,
-		Observer: func(_ context.Context, d dedup.Decision) {
+		Observer: func(_ context.Context, d onceq.Event) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.decisions = append(e.decisions, d)
@@ -199,7 +199,7 @@ func (e *env) pending(queue string) []*asynq.TaskInfo {
 	return ts
 }
 
-func (e *env) outcomes(o dedup.Outcome) int {
+func (e *env) outcomes(o string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0

@@ -11,9 +11,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/tasks"
 )
 
 // A corpus of hostile requests: each gets a clear 4xx problem, nothing is
@@ -101,11 +100,11 @@ func FuzzIngest(f *testing.F) {
 	f.Cleanup(mr.Close)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	f.Cleanup(func() { rdb.Close() })
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := api.New(api.Options{Producer: tasks.NewProducer(rdb, store, tasks.ProducerOptions{}),
+	h, err := api.New(api.Options{Producer: onceq.NewProducer(rdb, store, onceq.ProducerOptions{}),
 		Store: store, Redis: rdb, Tokens: []string{token}, MaxBodyBytes: 4 << 10})
 	if err != nil {
 		f.Fatal(err)

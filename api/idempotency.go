@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // ReplayNamespace is the dedup namespace of HTTP replay records; their id
@@ -25,9 +25,9 @@ const ReplayedHeader = "Idempotent-Replayed"
 // request on route ("payments", "emails", "scans", "webhooks/<source>") with
 // Idempotency-Key key is stored. Keys are the client's: another principal
 // using the same key neither sees nor collides with this one.
-func ReplayKey(principal, route, key string) dedup.Key {
+func ReplayKey(principal, route, key string) onceq.Key {
 	// scopedID always yields a valid id.
-	return dedup.Key{Namespace: ReplayNamespace, ID: scopedID(principal+"/"+route, key)}
+	return onceq.Key{Namespace: ReplayNamespace, ID: scopedID(principal+"/"+route, key)}
 }
 
 // scopedID is "prefix:key" when that is a valid dedup id, else the key is
@@ -35,12 +35,12 @@ func ReplayKey(principal, route, key string) dedup.Key {
 // (after the prefix) stay usable and distinct.
 func scopedID(prefix, key string) string {
 	id := prefix + ":" + key
-	if _, err := dedup.NewKey(ReplayNamespace, id); err == nil {
+	if _, err := onceq.NewKey(ReplayNamespace, id); err == nil {
 		return id
 	}
 	sum := sha256.Sum256([]byte(key))
 	id = prefix + ":sha256-" + hex.EncodeToString(sum[:])
-	if _, err := dedup.NewKey(ReplayNamespace, id); err == nil {
+	if _, err := onceq.NewKey(ReplayNamespace, id); err == nil {
 		return id
 	}
 	// A prefix too long or odd itself: hash both, NUL-separated so that no
@@ -74,37 +74,37 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	k := ReplayKey(principal(ctx), route, key)
 	claimed := time.Now()
 	if resp, ok := s.replays.get(k, fp, claimed); ok {
-		s.decide(ctx, k, dedup.OutcomeDuplicate, "response replayed")
+		s.decide(ctx, k, "duplicate", "response replayed")
 		return resp
 	}
 	c, err := s.claim(ctx, k, fp)
 	if err != nil {
-		s.decide(ctx, k, dedup.OutcomeError, err.Error())
+		s.decide(ctx, k, "error", err.Error())
 		s.opts.Log.Warn("api: idempotency claim failed", zap.String("key", k.String()), zap.Error(err))
 		return unavailable("nothing was enqueued; retry with the same Idempotency-Key")
 	}
 	switch c.Outcome {
-	case dedup.Duplicate:
+	case onceq.Duplicate:
 		var stored response
 		if err := json.Unmarshal(c.Result, &stored); err != nil || stored.Status == 0 {
 			s.opts.Log.Error("api: stored response unreadable", zap.String("key", k.String()), zap.Error(err))
 			return problem(http.StatusInternalServerError, probInternal, "the stored response cannot be replayed")
 		}
 		s.replays.put(k, fp, stored, claimed)
-		s.decide(ctx, k, dedup.OutcomeDuplicate, "response replayed")
+		s.decide(ctx, k, "duplicate", "response replayed")
 		return replayed(stored)
-	case dedup.InProgress:
-		s.decide(ctx, k, dedup.OutcomeInProgress, "a request with this key is in flight")
+	case onceq.InProgress:
+		s.decide(ctx, k, "in_progress", "a request with this key is in flight")
 		return problemOf(Problem{Type: ProblemType + probInFlight.slug, Title: probInFlight.title,
 			Status: http.StatusConflict, Key: key, RetryAfter: 1,
 			Detail: "the first request with this Idempotency-Key has not finished; retry shortly"})
-	case dedup.Mismatch:
-		s.decide(ctx, k, dedup.OutcomeMismatch, "another request body under the same key")
+	case onceq.Conflict:
+		s.decide(ctx, k, "mismatch", "another request body under the same key")
 		return problemOf(Problem{Type: ProblemType + probMismatch.slug, Title: probMismatch.title,
 			Status: http.StatusUnprocessableEntity, Key: key,
 			Detail: "this Idempotency-Key was used with another request body; use a new key for a new request"})
 	}
-	s.decide(ctx, k, dedup.OutcomeClaimed, "")
+	s.decide(ctx, k, "claimed", "")
 	defer s.claims.drop(c.Hold) // even if do panics
 
 	resp := do(ctx)
@@ -114,7 +114,7 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	if resp.Status >= 200 && resp.Status < 300 {
 		b, err := json.Marshal(resp)
 		if err == nil {
-			err = s.opts.Store.Complete(bg, c.Hold, b)
+			err = s.opts.Store.Complete(bg, c.Hold, b, 0)
 		}
 		if err == nil {
 			s.replays.put(k, fp, resp, claimed)
@@ -131,6 +131,6 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	return resp
 }
 
-func (s *server) decide(ctx context.Context, k dedup.Key, o dedup.Outcome, reason string) {
-	s.opts.Observer(ctx, dedup.Decision{Op: dedup.OpClaim, Key: k, Outcome: o, Reason: reason})
+func (s *server) decide(ctx context.Context, k onceq.Key, o string, reason string) {
+	s.opts.Observer(ctx, onceq.Event{Op: "claim", Key: k, Outcome: o, Reason: reason})
 }

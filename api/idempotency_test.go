@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/dedup"
 )
 
 func TestReplayIsByteIdentical(t *testing.T) {
@@ -47,7 +47,7 @@ func TestReplayIsByteIdentical(t *testing.T) {
 	if n := e.tasks(); n != 1 {
 		t.Fatalf("%d tasks, want 1", n)
 	}
-	if n := e.outcomes(dedup.OutcomeDuplicate); n != 3 {
+	if n := e.outcomes("duplicate"); n != 3 {
 		t.Errorf("%d replay decisions observed, want 3", n)
 	}
 }
@@ -62,7 +62,7 @@ func TestKeyReusedWithAnotherBodyIs422(t *testing.T) {
 	}
 	// Keys are scoped per route: the same key on another route is another request.
 	accepted(t, e.post(emailPath, `{"to":"a@example.com","subject":"s","body":"b","id":"e-1"}`, "order-1"), http.StatusAccepted)
-	if n := e.outcomes(dedup.OutcomeMismatch); n != 1 {
+	if n := e.outcomes("mismatch"); n != 1 {
 		t.Errorf("%d mismatch decisions, want 1", n)
 	}
 	if n := e.tasks(); n != 2 {
@@ -74,8 +74,8 @@ func TestInFlightIs409(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	// Another API process holds the key: its request has not finished.
-	c, err := e.replays.Claim(t.Context(), api.ReplayKey(api.DerivedPrincipal(token), "payments", "slow-1"), "", time.Minute)
-	if err != nil || c.Outcome != dedup.Acquired {
+	c, err := e.replays.Claim(t.Context(), api.ReplayKey(api.DerivedPrincipal(token), "payments", "slow-1"), "", time.Minute, "")
+	if err != nil || c.Outcome != onceq.Acquired {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
 	r := e.post(paymentPath, paymentBody("pmt-slow", "acct-1", 100), "slow-1")
@@ -158,7 +158,7 @@ func TestThrottledIsNotReplayed(t *testing.T) {
 		}
 	}
 	rec, err := e.replays.Status(t.Context(), api.ReplayKey(api.DerivedPrincipal(token), "payments", "retry-me"))
-	if err != nil || rec.State != dedup.StateAbsent {
+	if err != nil || rec.State != onceq.StatusUnknown {
 		t.Fatalf("replay record %+v %v, want none: a request that never ran leaves nothing", rec, err)
 	}
 	// Nothing behind it: the key takes a corrected body at once.
@@ -183,7 +183,7 @@ func TestOddKeys(t *testing.T) {
 	if k := api.ReplayKey(api.DerivedPrincipal(token), "payments", "has space"); strings.Contains(k.ID, " ") {
 		t.Errorf("replay key %v", k)
 	}
-	if _, err := dedup.ParseKey(api.ReplayKey("p", "webhooks/"+strings.Repeat("s", 300), "k").String()); err != nil {
+	if _, err := onceq.ParseKey(api.ReplayKey("p", "webhooks/"+strings.Repeat("s", 300), "k").String()); err != nil {
 		t.Errorf("replay key of a long route: %v", err)
 	}
 }

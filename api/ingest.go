@@ -12,8 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq"
 )
 
 // build turns a request body into its Job through the catalog, the one
@@ -21,17 +20,17 @@ import (
 // the request's Idempotency-Key; the type's rule says whether it is part of
 // the job key (emails, SMS: when the payload names no id) or only scopes
 // replays of this request (payments, scans).
-func (s *server) build(typ string, body []byte, key string) (tasks.Job, *response) {
+func (s *server) build(typ string, body []byte, key string) (onceq.Job, *response) {
 	j, err := s.opts.Catalog.Build(typ, body, key)
 	if err != nil {
 		resp := refused(err)
-		return tasks.Job{}, &resp
+		return onceq.Job{}, &resp
 	}
 	return j, nil
 }
 
 // ingest serves the bearer-authenticated ingest route of one task type.
-func (s *server) ingest(k *tasks.Kind) http.Handler {
+func (s *server) ingest(k *onceq.Kind) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if resp := checkJSON(r); resp != nil {
 			resp.write(w)
@@ -53,7 +52,7 @@ func (s *server) ingest(k *tasks.Kind) http.Handler {
 		if key != "" {
 			scoped = principal(r.Context()) + ":" + key
 		}
-		s.submit(w, r, k.Route, k.Type, key, func() (tasks.Job, *response) {
+		s.submit(w, r, k.Route, k.Type, key, func() (onceq.Job, *response) {
 			return s.build(k.Type, body, scoped)
 		})
 	})
@@ -62,12 +61,12 @@ func (s *server) ingest(k *tasks.Kind) http.Handler {
 // submit builds the job, then enqueues it at most once per Idempotency-Key.
 // Invalid bodies are refused before anything touches Redis.
 func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key string,
-	build func() (tasks.Job, *response)) {
+	build func() (onceq.Job, *response)) {
 	j, resp := build()
 	if resp != nil {
-		s.opts.Observer(r.Context(), dedup.Decision{Op: dedup.OpEnqueue, Key: dedup.Key{Namespace: typ},
+		s.opts.Observer(r.Context(), onceq.Event{Op: "enqueue", Key: onceq.Key{Namespace: typ},
 			// Not the detail: it may quote the payload (an address), and logs never do.
-			Outcome: dedup.OutcomeBadPayload, Reason: fmt.Sprintf("%d %s", resp.Status, http.StatusText(resp.Status))})
+			Outcome: "bad_payload", Reason: fmt.Sprintf("%d %s", resp.Status, http.StatusText(resp.Status))})
 		resp.write(w)
 		return
 	}
@@ -84,7 +83,7 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key s
 	if out.settle != nil {
 		out.settle()
 	}
-	if wait := preferWait(r); wait > 0 && out.accepted != nil && out.accepted.State != tasks.StatusDone {
+	if wait := preferWait(r); wait > 0 && out.accepted != nil && out.accepted.State != onceq.StatusDone {
 		out = s.wait(r.Context(), j, out, wait)
 	}
 	out.write(w)
@@ -115,7 +114,7 @@ func preferWait(r *http.Request) time.Duration {
 // finishes: 200 with its result when it is done within wait, else the job's
 // state as of then, 202. The stored replay stays the first answer, and so
 // is the answer when the job's state cannot be read.
-func (s *server) wait(ctx context.Context, j tasks.Job, first response, wait time.Duration) response {
+func (s *server) wait(ctx context.Context, j onceq.Job, first response, wait time.Duration) response {
 	st, err := s.opts.Producer.Wait(ctx, j, wait)
 	if err != nil {
 		s.opts.Log.Warn("api: waiting for the job failed", zap.String("key", j.Key.String()), zap.Error(err))
@@ -123,7 +122,7 @@ func (s *server) wait(ctx context.Context, j tasks.Job, first response, wait tim
 	}
 	a, status := *first.accepted, http.StatusAccepted
 	a.State = st.State
-	if st.State == tasks.StatusDone {
+	if st.State == onceq.StatusDone {
 		status, a.Result = http.StatusOK, st.Result
 	}
 	resp := jsonResponse(status, a)
@@ -135,28 +134,28 @@ func (s *server) wait(ctx context.Context, j tasks.Job, first response, wait tim
 // Accepted is the body of a 202 (decision "enqueued") or of a 200
 // (decision "duplicate": the job was accepted before).
 type Accepted struct {
-	Decision tasks.Decision `json:"decision"`
+	Decision onceq.Decision `json:"decision"`
 	Key      string         `json:"key"`
 	TaskID   string         `json:"task_id,omitempty"`
 	Queue    string         `json:"queue,omitempty"`
-	// State of the job (tasks.Status): "done" for a duplicate whose job ran.
-	State tasks.Status `json:"state,omitempty"`
+	// State of the job (onceq.Status): "done" for a duplicate whose job ran.
+	State onceq.Status `json:"state,omitempty"`
 	// Result of a duplicate whose job is done: its JSON, or a string.
 	Result any    `json:"result,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
 
-func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
+func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 	out, err := s.opts.Producer.Enqueue(ctx, j)
 	if err != nil {
-		s.opts.Observer(ctx, dedup.Decision{Op: dedup.OpEnqueue, Key: j.Key, Outcome: dedup.OutcomeError, Reason: err.Error()})
+		s.opts.Observer(ctx, onceq.Event{Op: "enqueue", Key: j.Key, Outcome: "error", Reason: err.Error()})
 		s.opts.Log.Warn("api: enqueue failed", zap.String("key", j.Key.String()), zap.Error(err))
 		return unavailable(outcomeUnknown)
 	}
 	a := Accepted{Decision: out.Decision, Key: out.Key, TaskID: out.TaskID, Queue: out.Queue, State: out.State}
 	var resp response
 	switch out.Decision {
-	case tasks.Enqueued:
+	case onceq.Enqueued:
 		// The owner write overlaps the replay record's: one round trip
 		// less. It ends before the client hears of the job. Should it fail,
 		// the job is enqueued and replays stay right; only GET /v1/jobs
@@ -170,7 +169,7 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 				s.opts.Log.Warn("api: recording the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
 			}
 		}
-	case tasks.Duplicate:
+	case onceq.Duplicate:
 		mine, err := s.owns(ctx, j.Key, principal(ctx))
 		if err != nil {
 			s.opts.Log.Warn("api: reading the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
@@ -185,7 +184,7 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 		a.Reason, a.Result = out.Reason, result(out.Result)
 		resp = jsonResponse(http.StatusOK, a)
 		resp.accepted = &a
-	case tasks.Conflict:
+	case onceq.Conflict:
 		// The IETF Idempotency-Key draft answers a key reused with another
 		// payload 422; a business key reused with other content is the same
 		// mistake one level down. 409 stays "the first request is in flight".
@@ -193,8 +192,8 @@ func (s *server) enqueue(ctx context.Context, j tasks.Job) response {
 		return problemOf(Problem{Type: ProblemType + probConflict.slug, Title: probConflict.title,
 			Status: http.StatusUnprocessableEntity, Key: out.Key,
 			Detail: "the job key was accepted before with other content; nothing was enqueued"})
-	case tasks.Throttled:
-		s.opts.Observer(ctx, dedup.Decision{Op: dedup.OpEnqueue, Key: j.Key, Outcome: dedup.OutcomeThrottled, Reason: out.Reason})
+	case onceq.Throttled:
+		s.opts.Observer(ctx, onceq.Event{Op: "enqueue", Key: j.Key, Outcome: "throttled", Reason: out.Reason})
 		// Not out.Reason: it names the job that holds the window, which
 		// may be another client's.
 		return problemOf(Problem{Type: ProblemType + probThrottled.slug, Title: probThrottled.title,

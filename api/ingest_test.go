@@ -5,9 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/tasks"
 )
 
 func TestEnqueueEachRoute(t *testing.T) {
@@ -23,7 +22,7 @@ func TestEnqueueEachRoute(t *testing.T) {
 		{scanPath, `{"path":"inbox/a.pdf","file_id":"f-1"}`, "scan-req-1", "", "default"},
 	} {
 		a := accepted(t, e.post(c.path, c.body, c.key), http.StatusAccepted)
-		if a.Decision != tasks.Enqueued || a.TaskID != taskIDOf(t, a.Key) || a.Queue != c.queue || a.State != "pending" {
+		if a.Decision != onceq.Enqueued || a.TaskID != taskIDOf(t, a.Key) || a.Queue != c.queue || a.State != "pending" {
 			t.Errorf("%s %s: %+v, want enqueued on %s as its key, pending", c.path, c.body, a, c.queue)
 		}
 		if c.wantKey != "" && a.Key != c.wantKey {
@@ -60,7 +59,7 @@ func TestProducerDuplicateIs200(t *testing.T) {
 	body := paymentBody("pmt-dup", "acct-1", 700)
 	accepted(t, e.post(paymentPath, body, ""), http.StatusAccepted)
 	a := accepted(t, e.post(paymentPath, body, ""), http.StatusOK)
-	if a.Decision != tasks.Duplicate || a.TaskID != "payment:charge=pmt~dup" || a.State != "pending" ||
+	if a.Decision != onceq.Duplicate || a.TaskID != "payment:charge=pmt~dup" || a.State != "pending" ||
 		!strings.Contains(a.Reason, "already accepted") {
 		t.Fatalf("duplicate %+v", a)
 	}
@@ -81,7 +80,7 @@ func TestThrottledIs429(t *testing.T) {
 	if p.Key != "payment:charge/pmt-b" || p.RetryAfter < 1 || p.RetryAfter > 60 {
 		t.Errorf("problem %+v", p)
 	}
-	if n := e.outcomes(dedup.OutcomeThrottled); n != 1 {
+	if n := e.outcomes("throttled"); n != 1 {
 		t.Errorf("%d throttled decisions observed, want 1", n)
 	}
 	if n := e.tasks(); n != 1 {
@@ -158,10 +157,10 @@ func TestNewValidatesOptions(t *testing.T) {
 	e := newEnv(t)
 	for name, o := range map[string]api.Options{
 		"no producer": {},
-		"empty token": {Producer: tasks.NewProducer(e.rdb, e.jobs, tasks.ProducerOptions{}), Store: e.replays, Redis: e.rdb, Tokens: []string{""}},
-		"empty secret": {Producer: tasks.NewProducer(e.rdb, e.jobs, tasks.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
+		"empty token": {Producer: onceq.NewProducer(e.rdb, e.jobs, onceq.ProducerOptions{}), Store: e.replays, Redis: e.rdb, Tokens: []string{""}},
+		"empty secret": {Producer: onceq.NewProducer(e.rdb, e.jobs, onceq.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
 			WebhookSecrets: map[string][]string{"a": {""}}},
-		"source tasks refuse": {Producer: tasks.NewProducer(e.rdb, e.jobs, tasks.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
+		"source tasks refuse": {Producer: onceq.NewProducer(e.rdb, e.jobs, onceq.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
 			WebhookSecrets: map[string][]string{"Upper.Case": {"s"}}},
 	} {
 		if _, err := api.New(o); err == nil {

@@ -6,18 +6,17 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq"
 )
 
-// Job is the body of GET /v1/jobs/{key}: tasks.JobStatus, the one status
+// Job is the body of GET /v1/jobs/{key}: onceq.JobStatus, the one status
 // model the Producer, the CLI and the docs share. State is pending,
 // scheduled, running, retry, done, failed, archived or unknown; Processed is
 // true once the job's effect is recorded.
-type Job = tasks.JobStatus
+type Job = onceq.JobStatus
 
 func (s *server) job(w http.ResponseWriter, r *http.Request) {
-	k, err := dedup.ParseKeyOrTaskID(r.PathValue("key"))
+	k, err := onceq.ParseKey(r.PathValue("key"))
 	if err != nil {
 		problem(http.StatusBadRequest, probBadRequest, "the job must be a key namespace/id (URL-escaped) or its task id: "+err.Error()).write(w)
 		return
@@ -25,7 +24,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
 	defer cancel()
 	mine, err := s.owns(ctx, k, principal(ctx))
-	var st tasks.JobStatus
+	var st onceq.JobStatus
 	if err == nil && mine {
 		st, err = s.opts.Producer.Status(ctx, k)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/dedup"
 )
 
 func (e *env) job(key string, status int) api.Job {
@@ -47,9 +47,9 @@ func TestJobStates(t *testing.T) {
 		t.Fatalf("unescaped key: %d %s", r.Status, r.Body)
 	}
 
-	k, _ := dedup.ParseKey(a.Key)
-	c, err := e.jobs.Claim(t.Context(), k, "", time.Minute)
-	if err != nil || c.Outcome != dedup.Acquired {
+	k, _ := onceq.ParseKey(a.Key)
+	c, err := e.jobs.Claim(t.Context(), k, "", time.Minute, "")
+	if err != nil || c.Outcome != onceq.Acquired {
 		t.Fatalf("claim %+v %v", c, err)
 	}
 	if err := e.jobs.Release(t.Context(), c.Hold, "gateway down"); err != nil {
@@ -61,21 +61,21 @@ func TestJobStates(t *testing.T) {
 	}
 
 	// A job the API did not enqueue is no client's.
-	other, _ := dedup.NewKey("email:send", "orphan")
+	other, _ := onceq.NewKey("email:send", "orphan")
 	e.job(other.String(), http.StatusNotFound)
 	// A record without a task (its retention ran out).
 	o := accepted(t, e.post(emailPath, `{"to":"ada@example.com","subject":"s","body":"b","id":"orphan"}`, ""), http.StatusAccepted)
 	if err := e.insp.DeleteTask(o.Queue, o.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	c, err = e.jobs.Claim(t.Context(), other, "", time.Minute)
-	if err != nil || c.Outcome != dedup.Acquired {
+	c, err = e.jobs.Claim(t.Context(), other, "", time.Minute, "")
+	if err != nil || c.Outcome != onceq.Acquired {
 		t.Fatalf("claim %+v %v", c, err)
 	}
 	if j := e.job(other.String(), http.StatusOK); j.State != "running" || j.TaskState != nil || j.Processed {
 		t.Fatalf("running record %+v", j)
 	}
-	if err := e.jobs.Complete(t.Context(), c.Hold, []byte("not json")); err != nil {
+	if err := e.jobs.Complete(t.Context(), c.Hold, []byte("not json"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if j := e.job(other.String(), http.StatusOK); j.State != "done" || !j.Processed || j.Result != "not json" || j.CompletedAt == nil {

@@ -12,10 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/redistest"
-	"github.com/onceq/onceq/tasks"
 )
 
 // retryUntil posts until the answer is status or the deadline passes; the
@@ -120,11 +119,11 @@ func TestRedisFailureMidEnqueueIsAmbiguous503(t *testing.T) {
 	t.Cleanup(func() { prdb.Close() })
 	f := &failing{}
 	prdb.AddHook(f)
-	jobs, err := dedup.NewRedisStore(prdb, dedup.Options{})
+	jobs, err := onceq.NewRedisStore(prdb, onceq.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = tasks.NewProducer(prdb, jobs, tasks.ProducerOptions{}) })
+	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = onceq.NewProducer(prdb, jobs, onceq.ProducerOptions{}) })
 
 	body := paymentBody("pmt-mid", "acct-mid", 100)
 	f.on.Store(true)

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/tasks"
 )
 
 const (
@@ -45,7 +45,7 @@ func TestKeysAreScopedToTheirClient(t *testing.T) {
 	// but nothing of Alice's job is shown, and it is no replay.
 	r := e.do(req{path: paymentPath, body: alice, header: as(bobToken, map[string]string{"Idempotency-Key": "order-2"})})
 	dup := accepted(t, r, http.StatusOK)
-	if dup.Decision != tasks.Duplicate || dup.TaskID != "" || dup.State != "" || dup.Reason != "" || dup.Result != nil ||
+	if dup.Decision != onceq.Duplicate || dup.TaskID != "" || dup.State != "" || dup.Reason != "" || dup.Result != nil ||
 		r.Header.Get("Location") != "" || r.Header.Get(api.ReplayedHeader) != "" {
 		t.Fatalf("bob sees alice's job: %+v %v", dup, r.Header)
 	}

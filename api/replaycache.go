@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // replayCache keeps, per process, the responses it stored or replayed: a
@@ -16,7 +16,7 @@ import (
 type replayCache struct {
 	mu  sync.Mutex
 	ttl time.Duration
-	m   map[dedup.Key]cachedReplay
+	m   map[onceq.Key]cachedReplay
 }
 
 type cachedReplay struct {
@@ -28,12 +28,12 @@ type cachedReplay struct {
 const maxCached = 10_000
 
 func newReplayCache(ttl time.Duration) *replayCache {
-	return &replayCache{ttl: ttl, m: map[dedup.Key]cachedReplay{}}
+	return &replayCache{ttl: ttl, m: map[onceq.Key]cachedReplay{}}
 }
 
 // get returns the replay of k for a request with fingerprint fp. Another
 // fingerprint is not answered here: Redis says whether it is a mismatch.
-func (c *replayCache) get(k dedup.Key, fp string, now time.Time) (response, bool) {
+func (c *replayCache) get(k onceq.Key, fp string, now time.Time) (response, bool) {
 	if c.ttl <= 0 {
 		return response{}, false
 	}
@@ -50,7 +50,7 @@ func (c *replayCache) get(k dedup.Key, fp string, now time.Time) (response, bool
 	return replayed(e.resp), true
 }
 
-func (c *replayCache) put(k dedup.Key, fp string, resp response, now time.Time) {
+func (c *replayCache) put(k onceq.Key, fp string, resp response, now time.Time) {
 	if c.ttl <= 0 || fp == "" {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stripe/stripe-go/v84/webhook"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/tasks"
 )
@@ -98,7 +99,7 @@ func TestStripeWebhook(t *testing.T) {
 	e := schemeEnv(t, "stripe", api.SchemeStripe, "whsec_old_rotating", stripeSecret)
 	body := stripeBody(1)
 	a := accepted(t, e.deliver(t, "stripe", body, stripeHeader(stripeSecret, body, e.clock())), http.StatusAccepted)
-	if a.Key != "webhook:process/stripe:evt_1NG8Du2eZvKYlo2CUI79vXWy" || a.Decision != tasks.Enqueued {
+	if a.Key != "webhook:process/stripe:evt_1NG8Du2eZvKYlo2CUI79vXWy" || a.Decision != onceq.Enqueued {
 		t.Fatalf("accepted %+v, want the key from the body's id", a)
 	}
 	wh := e.payloadOf(t)
@@ -110,7 +111,7 @@ func TestStripeWebhook(t *testing.T) {
 	e.advance(time.Minute)
 	retry := stripeBody(0)
 	r := e.deliver(t, "stripe", retry, stripeHeader(stripeSecret, retry, e.clock()))
-	if d := accepted(t, r, http.StatusOK); d.Decision != tasks.Duplicate {
+	if d := accepted(t, r, http.StatusOK); d.Decision != onceq.Duplicate {
 		t.Fatalf("resend: %+v, want a duplicate", d)
 	}
 
@@ -163,7 +164,7 @@ func TestStandardWebhook(t *testing.T) {
 		t.Fatalf("payload %+v, want no type (ignored by the worker) and the body as sent", wh)
 	}
 	// The sender's retry carries the same id, timestamp and signature.
-	if d := accepted(t, e.deliver(t, "svix", stdBody, stdHeader(stdID, ts, stdSig)), http.StatusOK); d.Decision != tasks.Duplicate {
+	if d := accepted(t, e.deliver(t, "svix", stdBody, stdHeader(stdID, ts, stdSig)), http.StatusOK); d.Decision != onceq.Duplicate {
 		t.Fatalf("resend: %+v, want a duplicate", d)
 	}
 	for name, h := range map[string]map[string]string{
@@ -236,7 +237,7 @@ func TestGitHubWebhook(t *testing.T) {
 	// is a duplicate, as is GitHub's own redelivery.
 	for _, delivery := range []string{"attacker-chosen-delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"} {
 		r := e.deliver(t, "github", ghIssues, ghHeader("issues", delivery, ghSign(ghIssues)))
-		if d := accepted(t, r, http.StatusOK); d.Decision != tasks.Duplicate {
+		if d := accepted(t, r, http.StatusOK); d.Decision != onceq.Duplicate {
 			t.Fatalf("resend under %s: %+v, want a duplicate", delivery, d)
 		}
 	}

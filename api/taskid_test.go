@@ -4,13 +4,13 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // taskIDOf is the asynq task id the producer gives the job with key key.
 func taskIDOf(t *testing.T, key string) string {
 	t.Helper()
-	k, err := dedup.ParseKey(key)
+	k, err := onceq.ParseKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}

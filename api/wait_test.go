@@ -8,7 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -26,7 +26,7 @@ func TestPreferWait(t *testing.T) {
 		t.Fatalf("no worker: %d %v %s", r.Status, r.Header, r.Body)
 	}
 
-	mw, err := dedup.NewMiddleware(e.jobs, dedup.MiddlewareOptions{})
+	mw, err := onceq.NewMiddleware(e.jobs, onceq.MiddlewareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestPreferWait(t *testing.T) {
 	mux := asynq.NewServeMux()
 	mux.Use(mw.Wrap)
 	mux.HandleFunc(tasks.TypePayment, func(ctx context.Context, _ *asynq.Task) error {
-		dedup.SetResult(ctx, []byte(`{"id":"ch_wait","status":"succeeded"}`))
+		onceq.SetResult(ctx, []byte(`{"id":"ch_wait","status":"succeeded"}`))
 		return nil
 	})
 	if err := srv.Start(mux); err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -160,17 +161,17 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	// metadata) are left out of the job's fingerprint, so a retry is not a
 	// mismatch.
 	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key,
-		func() (tasks.Job, *response) {
+		func() (onceq.Job, *response) {
 			wh, err := event(v.scheme, body, r.Header, idField, signedID)
 			if err != nil {
 				resp := refused(err)
-				return tasks.Job{}, &resp
+				return onceq.Job{}, &resp
 			}
 			wh.Source, wh.ReceivedAt = source, now.UTC().Format(time.RFC3339Nano)
 			payload, err := json.Marshal(wh)
 			if err != nil {
 				resp := invalid(err)
-				return tasks.Job{}, &resp
+				return onceq.Job{}, &resp
 			}
 			return s.build(tasks.TypeWebhook, payload, "")
 		})
@@ -183,7 +184,7 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 // type is the body's "type", or GitHub's X-GitHub-Event header.
 func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tasks.Webhook, error) {
 	var fields map[string]json.RawMessage
-	if err := tasks.Decode(body, &fields); err != nil {
+	if err := onceq.Decode(body, &fields); err != nil {
 		return tasks.Webhook{}, err
 	}
 	wh := tasks.Webhook{Body: body}
@@ -193,7 +194,7 @@ func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tas
 			return nil
 		}
 		if err := json.Unmarshal(raw, v); err != nil {
-			return fmt.Errorf("%w: field %q: %v", tasks.ErrMalformed, name, err)
+			return fmt.Errorf("%w: field %q: %v", onceq.ErrMalformed, name, err)
 		}
 		return nil
 	}
@@ -218,7 +219,7 @@ func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tas
 				}
 			}
 			if err != nil {
-				return tasks.Webhook{}, fmt.Errorf("%w: field %q: %v", tasks.ErrMalformed, idField, err)
+				return tasks.Webhook{}, fmt.Errorf("%w: field %q: %v", onceq.ErrMalformed, idField, err)
 			}
 		}
 		if err := member("attempt", &wh.Attempt); err != nil {
@@ -231,10 +232,10 @@ func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tas
 	if wh.Type == "" && sc == SchemeOnceq {
 		// onceq's own dialect requires a type; another sender's event
 		// without one is routed nowhere and acknowledged.
-		return tasks.Webhook{}, fmt.Errorf("%w: type is missing or empty", tasks.ErrInvalid)
+		return tasks.Webhook{}, fmt.Errorf("%w: type is missing or empty", onceq.ErrInvalid)
 	}
 	if wh.EventID == "" {
-		return tasks.Webhook{}, fmt.Errorf("%w: the event id field %q is missing or empty", tasks.ErrInvalid, idField)
+		return tasks.Webhook{}, fmt.Errorf("%w: the event id field %q is missing or empty", onceq.ErrInvalid, idField)
 	}
 	return wh, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/tasks"
 )
@@ -162,7 +163,7 @@ func TestWebhookInvalidDataRefusedThenCorrectedAccepted(t *testing.T) {
 	e.advance(time.Second)
 	fixed := `{"id":"evt_fix","type":"user.created","data":{"user_id":"u1","email":"ada@example.com"}}`
 	a := accepted(t, e.webhook(fixed, "delivery-fix"), http.StatusAccepted)
-	if a.Decision != tasks.Enqueued || a.Key != "webhook:process/"+source+":evt_fix" {
+	if a.Decision != onceq.Enqueued || a.Key != "webhook:process/"+source+":evt_fix" {
 		t.Fatalf("corrected resend: %+v", a)
 	}
 	// Event types no route takes are acknowledged by the worker, so their data

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -23,7 +23,7 @@ const (
 
 // keyState classifies j's key; ok is false for a stuck key, and detail says
 // what was seen. live are the worker processes that may hold a claim.
-func (r *rig) keyState(j tasks.Job, live []*worker) (state string, ok bool, detail string) {
+func (r *rig) keyState(j onceq.Job, live []*worker) (state string, ok bool, detail string) {
 	rec, err := r.store.Status(context.Background(), j.Key)
 	if err != nil {
 		return "", false, err.Error()
@@ -42,11 +42,11 @@ func (r *rig) keyState(j tasks.Job, live []*worker) (state string, ok bool, deta
 	detail = fmt.Sprintf("%s: record %s (attempts %d, owner %q, error %q), %s",
 		j.Key, rec.State, rec.Attempts, rec.Owner, rec.Error, task)
 	switch {
-	case rec.State == dedup.StateDone:
+	case rec.State == onceq.StatusDone:
 		return keyDone, true, detail
 	case j.KeepFailed:
 		return "", false, detail + ": a type that keeps failed keys has no place in this test"
-	case info == nil && rec.State != dedup.StateRunning:
+	case info == nil && rec.State != onceq.StatusRunning:
 		// Nothing holds the key: an enqueue starts it afresh.
 		return keyFree, true, detail
 	case info == nil:
@@ -82,7 +82,7 @@ func (r *rig) leaseScore(queue, taskID string) (time.Time, bool) {
 
 // recoverable is a condition: asynq's recoverer, run now, takes every task
 // of jobs that holds a lease (it takes leases ended 30 s ago or more).
-func (r *rig) recoverable(jobs ...tasks.Job) func() (bool, string) {
+func (r *rig) recoverable(jobs ...onceq.Job) func() (bool, string) {
 	return func() (bool, string) {
 		cutoff := time.Now().Add(-30 * time.Second)
 		for _, j := range jobs {
@@ -96,7 +96,7 @@ func (r *rig) recoverable(jobs ...tasks.Job) func() (bool, string) {
 
 // leaseOver is a condition: asynq's lease on each job's task has ended (or
 // is gone), as a worker stopped past it would find on waking.
-func (r *rig) leaseOver(jobs ...tasks.Job) func() (bool, string) {
+func (r *rig) leaseOver(jobs ...onceq.Job) func() (bool, string) {
 	return func() (bool, string) {
 		for _, j := range jobs {
 			if until, ok := r.leaseScore(j.Queue, j.Key.TaskID()); ok && !until.Before(time.Now()) {
@@ -109,14 +109,14 @@ func (r *rig) leaseOver(jobs ...tasks.Job) func() (bool, string) {
 
 // claimOver is a condition: the onceq claim on each job's key has lapsed,
 // so another delivery may take it over.
-func (r *rig) claimOver(jobs ...tasks.Job) func() (bool, string) {
+func (r *rig) claimOver(jobs ...onceq.Job) func() (bool, string) {
 	return func() (bool, string) {
 		for _, j := range jobs {
 			rec, err := r.store.Status(context.Background(), j.Key)
 			if err != nil {
 				return false, err.Error()
 			}
-			if rec.State == dedup.StateRunning && !rec.LeaseUntil.Before(time.Now()) {
+			if rec.State == onceq.StatusRunning && !rec.LeaseUntil.Before(time.Now()) {
 				return false, j.Key.String() + " claimed until " + rec.LeaseUntil.Format(time.TimeOnly)
 			}
 		}
@@ -127,7 +127,7 @@ func (r *rig) claimOver(jobs ...tasks.Job) func() (bool, string) {
 // plainInvalid enqueues, as plain asynq code would, a payment under j's task
 // id whose payload the worker refuses as invalid (amount 0): the key fails
 // for good at the worker without ever reaching the gateway.
-func (r *rig) plainInvalid(j tasks.Job, id string) {
+func (r *rig) plainInvalid(j onceq.Job, id string) {
 	r.t.Helper()
 	payload := `{"payment_id":"` + id + `","account":"acct-` + id + `","amount":0,"currency":"EUR"}`
 	if _, err := r.client.Enqueue(asynq.NewTask(tasks.TypePayment, []byte(payload)), asynq.Queue(j.Queue),
@@ -138,13 +138,13 @@ func (r *rig) plainInvalid(j tasks.Job, id string) {
 
 // enqueueThrough submits j through an outage: an error is retried, and a
 // duplicate after an error means the failed call had been written.
-func (r *rig) enqueueThrough(j tasks.Job, within time.Duration) (tasks.Outcome, int) {
+func (r *rig) enqueueThrough(j onceq.Job, within time.Duration) (onceq.Outcome, int) {
 	r.t.Helper()
 	deadline := time.Now().Add(within)
 	for errs := 0; ; errs++ {
 		o, err := r.prod.Enqueue(context.Background(), j)
 		switch {
-		case err == nil && (o.Decision == tasks.Enqueued || errs > 0 && o.Decision == tasks.Duplicate):
+		case err == nil && (o.Decision == onceq.Enqueued || errs > 0 && o.Decision == onceq.Duplicate):
 			return o, errs
 		case err == nil:
 			r.t.Fatalf("enqueue %s: %+v", j.Key, o)

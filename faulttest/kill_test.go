@@ -6,6 +6,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -55,7 +56,7 @@ func TestKillNineMidHandler(t *testing.T) {
 	if n := r.gw.Total(); n != 1 {
 		t.Errorf("ledger made %d charges, want 1", n)
 	}
-	for _, j := range []tasks.Job{pay, mail} {
+	for _, j := range []onceq.Job{pay, mail} {
 		rec := r.status(j.Key)
 		if rec.Attempts != 2 || !b.owns(rec) {
 			t.Errorf("%s: attempts %d by %q, want 2 by worker B %q", j.Key, rec.Attempts, rec.Owner, b.owner())

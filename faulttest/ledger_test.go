@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/tasks"
 )
@@ -83,8 +84,8 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 		"ONCEQ_LOG_LEVEL":       "warn",
 	})
 
-	var jobs []tasks.Job
-	order := func(i int) tasks.Job {
+	var jobs []onceq.Job
+	order := func(i int) onceq.Job {
 		o := tasks.Order{OrderID: fmt.Sprintf("ord-%04d", i), Customer: "cust-" + strconv.Itoa(i%7)}
 		for l := range lines {
 			o.Lines = append(o.Lines, tasks.OrderLine{SKU: fmt.Sprintf("SKU-%d", l), Qty: 1 + l})
@@ -150,7 +151,7 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 			o, err := r.prod.Enqueue(ctx, j)
 			// A duplicate on a retry: the failed call had been written
 			// (the empty Redis knows no other source of this job).
-			if err == nil && (o.Decision == tasks.Enqueued || o.Decision == tasks.Duplicate && try > 0) {
+			if err == nil && (o.Decision == onceq.Enqueued || o.Decision == onceq.Duplicate && try > 0) {
 				break
 			}
 			if try > 50 {

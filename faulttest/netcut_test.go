@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // A worker's network to Redis is cut in the middle of a charge; a second
@@ -54,7 +54,7 @@ func networkCut(t *testing.T, honour bool) {
 	second := r.redeliver(job)
 	eventually(t, time.Minute, "worker B takes the key over and completes it", func() (bool, string) {
 		rec := r.status(job.Key)
-		return rec.State == dedup.StateDone, string(rec.State) + " by " + rec.Owner
+		return rec.State == onceq.StatusDone, string(rec.State) + " by " + rec.Owner
 	})
 	t.Logf("network cut: worker B completed the job %s after the cut", time.Since(cut).Round(time.Millisecond))
 	won := r.status(job.Key)

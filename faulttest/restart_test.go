@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -35,7 +35,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 
 	var (
 		mu        sync.Mutex
-		acked     []tasks.Job
+		acked     []onceq.Job
 		errs      atomic.Int64 // failed Enqueue calls
 		lostAcks  atomic.Int64 // retries answered "duplicate": the failed call had been written
 		abandoned []string
@@ -44,11 +44,11 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	// as errors and they must retry themselves, as an application would.
 	prdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { prdb.Close() })
-	pstore, err := dedup.NewRedisStore(prdb, dedup.Options{})
+	pstore, err := onceq.NewRedisStore(prdb, onceq.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := tasks.NewProducer(prdb, pstore, tasks.ProducerOptions{})
+	prod := onceq.NewProducer(prdb, pstore, onceq.ProducerOptions{})
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for g := range 3 {
@@ -56,7 +56,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 			for i := 0; ctx.Err() == nil; i++ {
 				id := fmt.Sprintf("aof-%d-%d", g, i)
 				var (
-					j   tasks.Job
+					j   onceq.Job
 					err error
 				)
 				if i%2 == 0 {
@@ -75,9 +75,9 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 					case err != nil:
 						errs.Add(1)
 						time.Sleep(50 * time.Millisecond)
-					case o.Decision == tasks.Enqueued:
+					case o.Decision == onceq.Enqueued:
 						ok = true
-					case o.Decision == tasks.Duplicate && try > 0:
+					case o.Decision == onceq.Duplicate && try > 0:
 						lostAcks.Add(1)
 						ok = true
 					default:
@@ -138,7 +138,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 		}
 	}
 
-	keys := make([]dedup.Key, len(acked))
+	keys := make([]onceq.Key, len(acked))
 	for i, j := range acked {
 		keys[i] = j.Key
 	}

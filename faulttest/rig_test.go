@@ -12,7 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/tasks"
 )
@@ -23,8 +23,8 @@ type rig struct {
 	t      *testing.T
 	redis  *redistest.Server
 	rdb    *redis.Client
-	store  *dedup.RedisStore
-	prod   *tasks.Producer
+	store  *onceq.RedisStore
+	prod   *onceq.Producer
 	client *asynq.Client
 	insp   *asynq.Inspector
 	gw     *Gateway
@@ -36,7 +36,7 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 	binaries(t) // build before the clocks of the scenario start
 	srv := redistest.Start(t, redisArgs...)
 	rdb := srv.Client(t)
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 	}
 	t.Cleanup(smtp.Close)
 	return &rig{t: t, redis: srv, rdb: rdb, store: store,
-		prod:   tasks.NewProducer(rdb, store, tasks.ProducerOptions{}),
+		prod:   onceq.NewProducer(rdb, store, onceq.ProducerOptions{}),
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		gw: gw, smtp: smtp}
 }
@@ -66,7 +66,7 @@ func (r *rig) workerVars(extra map[string]string) map[string]string {
 	return v
 }
 
-func (r *rig) payment(id string, amount int64) tasks.Job {
+func (r *rig) payment(id string, amount int64) onceq.Job {
 	r.t.Helper()
 	j, err := tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: amount, Currency: "EUR"})
 	if err != nil {
@@ -75,7 +75,7 @@ func (r *rig) payment(id string, amount int64) tasks.Job {
 	return j
 }
 
-func (r *rig) email(id, to string) tasks.Job {
+func (r *rig) email(id, to string) onceq.Job {
 	r.t.Helper()
 	j, err := tasks.NewEmail(tasks.Email{ID: id, To: to, Subject: "faulttest " + id, Body: "Hello from " + id})
 	if err != nil {
@@ -85,11 +85,11 @@ func (r *rig) email(id, to string) tasks.Job {
 }
 
 // enqueue submits jobs through the Producer; each must be accepted.
-func (r *rig) enqueue(jobs ...tasks.Job) {
+func (r *rig) enqueue(jobs ...onceq.Job) {
 	r.t.Helper()
 	for _, j := range jobs {
 		o, err := r.prod.Enqueue(context.Background(), j)
-		if err != nil || o.Decision != tasks.Enqueued {
+		if err != nil || o.Decision != onceq.Enqueued {
 			r.t.Fatalf("enqueue %s: %+v %v", j.Key, o, err)
 		}
 	}
@@ -98,7 +98,7 @@ func (r *rig) enqueue(jobs ...tasks.Job) {
 // redeliver enqueues j again without its task id: a second delivery of the
 // same job, which at-least-once delivery allows and only the worker-side
 // record can stop.
-func (r *rig) redeliver(j tasks.Job) *asynq.TaskInfo {
+func (r *rig) redeliver(j onceq.Job) *asynq.TaskInfo {
 	r.t.Helper()
 	info, err := r.client.Enqueue(j.Task, asynq.Queue(j.Queue), asynq.MaxRetry(max(j.MaxRetry, 10)), asynq.Retention(time.Hour))
 	if err != nil {
@@ -107,7 +107,7 @@ func (r *rig) redeliver(j tasks.Job) *asynq.TaskInfo {
 	return info
 }
 
-func (r *rig) status(k dedup.Key) dedup.Record {
+func (r *rig) status(k onceq.Key) onceq.Record {
 	r.t.Helper()
 	rec, err := r.store.Status(context.Background(), k)
 	if err != nil {
@@ -148,14 +148,14 @@ func (r *rig) load() (queueLoad, error) {
 }
 
 // settled is a condition for eventually: every key done, no task left to run.
-func (r *rig) settled(keys ...dedup.Key) func() (bool, string) {
+func (r *rig) settled(keys ...onceq.Key) func() (bool, string) {
 	return func() (bool, string) {
 		for _, k := range keys {
 			rec, err := r.store.Status(context.Background(), k)
 			if err != nil {
 				return false, err.Error()
 			}
-			if rec.State != dedup.StateDone {
+			if rec.State != onceq.StatusDone {
 				return false, fmt.Sprintf("%s is %s (attempts %d, error %q)", k, rec.State, rec.Attempts, rec.Error)
 			}
 		}
@@ -182,7 +182,7 @@ func (r *rig) running() ([]string, error) {
 	for iter.Next(ctx) {
 		// The record's layout is the store's business: ask it.
 		name := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), "onceq:{"), "}:rec")
-		k, err := dedup.ParseKey(name)
+		k, err := onceq.ParseKey(name)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func (r *rig) running() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if rec.State == dedup.StateRunning {
+		if rec.State == onceq.StatusRunning {
 			out = append(out, iter.Val())
 		}
 	}

@@ -15,12 +15,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
-	"github.com/onceq/onceq/tasks"
 )
 
 // A bounded stream of payments through a Sentinel-managed master, a forced
@@ -58,19 +57,19 @@ func sentinelStream(t *testing.T, mode string, minReplicas int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := tasks.NewProducer(rdb, store, tasks.ProducerOptions{})
+	prod := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
 	startWorker(t, "worker-"+mode, r.workerVars(map[string]string{
 		"ONCEQ_REDIS_URL": url, "ONCEQ_REDIS_MIN_REPLICAS": strconv.Itoa(minReplicas),
 		"ONCEQ_CONCURRENCY": "10", "ONCEQ_LEASE": "10s",
 	}))
 
 	const n = 200
-	sent := make([]tasks.Job, 0, n)
-	var accepted []tasks.Job
+	sent := make([]onceq.Job, 0, n)
+	var accepted []onceq.Job
 	var faults sync.WaitGroup
 	for i := range n {
 		switch i {
@@ -99,7 +98,7 @@ func sentinelStream(t *testing.T, mode string, minReplicas int) {
 		for try := 0; try < 50; try++ { // a client retrying until it gets an answer
 			o, err := prod.Enqueue(context.Background(), j)
 			if err == nil {
-				if o.Decision == tasks.Enqueued || o.Decision == tasks.Duplicate {
+				if o.Decision == onceq.Enqueued || o.Decision == onceq.Duplicate {
 					accepted = append(accepted, j)
 				}
 				break

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // kill -HUP of a busy worker drains like SIGTERM: the running charge
@@ -35,7 +35,7 @@ func TestSIGHUPDrains(t *testing.T) {
 	if o := stall.Outcome(); o == "aborted" {
 		t.Errorf("the charge call was cut off (%s), want it to finish during the drain", o)
 	}
-	if rec := r.status(pay.Key); rec.State != dedup.StateDone || rec.Attempts != 1 {
+	if rec := r.status(pay.Key); rec.State != onceq.StatusDone || rec.Attempts != 1 {
 		t.Errorf("after SIGHUP: %s, %d attempts; want done once", rec.State, rec.Attempts)
 	}
 	if n := r.gw.Charges(pay.Key.String()); n != 1 {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -23,7 +23,7 @@ func TestSIGTERMDrain(t *testing.T) {
 	honour := r.payment("term-pay-honour", 501)
 	ignore := r.payment("term-pay-ignore", 502)
 	mail := r.email("term-mail-1", "slow@example.com")
-	jobs := []tasks.Job{honour, ignore, mail}
+	jobs := []onceq.Job{honour, ignore, mail}
 	sHonour := r.gw.Stall(honour.Key.String(), &Stall{HonourCancel: true, For: 20 * time.Second})
 	sIgnore := r.gw.Stall(ignore.Key.String(), &Stall{For: 6 * time.Second})
 	hold := r.smtp.Hold("slow@example.com", &Hold{For: 8 * time.Second})
@@ -50,7 +50,7 @@ func TestSIGTERMDrain(t *testing.T) {
 	}
 	// Cut off, pushed back, and released: nothing waits for a lease.
 	for _, j := range jobs {
-		if rec := r.status(j.Key); rec.State != dedup.StateFailed {
+		if rec := r.status(j.Key); rec.State != onceq.StatusFailed {
 			t.Errorf("%s after shutdown: %s (lease until %s), want released (failed)", j.Key, rec.State, rec.LeaseUntil)
 		}
 		if info, err := r.insp.GetTaskInfo(j.Queue, j.Key.TaskID()); err != nil || info.State != asynq.TaskStatePending {
@@ -72,7 +72,7 @@ func TestSIGTERMDrain(t *testing.T) {
 	}
 	t.Logf("SIGTERM: orphaned charge call that ignores cancellation: %s", sIgnore.Outcome())
 
-	for _, j := range []tasks.Job{honour, ignore} {
+	for _, j := range []onceq.Job{honour, ignore} {
 		k := j.Key.String()
 		if n := r.gw.Charges(k); n != 1 {
 			t.Errorf("%s charged %d times, want 1", k, n)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/tasks"
 )
@@ -70,7 +70,7 @@ func storm(t *testing.T, r *rig, peers effectCounter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]tasks.Job, len(lines))
+	jobs := make([]onceq.Job, len(lines))
 	for i, l := range lines {
 		j, err := catalog.Build(l.Type, l.Payload, l.Key)
 		if err != nil {
@@ -122,7 +122,7 @@ func storm(t *testing.T, r *rig, peers effectCounter) {
 		return
 	}
 
-	keys := make([]dedup.Key, len(jobs))
+	keys := make([]onceq.Key, len(jobs))
 	for i, j := range jobs {
 		keys[i] = j.Key
 	}
@@ -171,8 +171,8 @@ func storm(t *testing.T, r *rig, peers effectCounter) {
 // effectCounter counts effects where they land.
 type effectCounter interface {
 	vars() map[string]string // worker variables pointing at the peers
-	charges(k dedup.Key) int
-	emails(k dedup.Key) int
+	charges(k onceq.Key) int
+	emails(k onceq.Key) int
 	totals() (charges, emails int)
 }
 
@@ -181,8 +181,8 @@ type effectCounter interface {
 type countingPeers struct{ r *rig }
 
 func (c countingPeers) vars() map[string]string { return map[string]string{} }
-func (c countingPeers) charges(k dedup.Key) int { return c.r.gw.Charges(k.String()) }
-func (c countingPeers) emails(k dedup.Key) int  { return c.r.smtp.Count(tasks.MessageID(k.String())) }
+func (c countingPeers) charges(k onceq.Key) int { return c.r.gw.Charges(k.String()) }
+func (c countingPeers) emails(k onceq.Key) int  { return c.r.smtp.Count(tasks.MessageID(k.String())) }
 func (c countingPeers) totals() (int, int)      { return c.r.gw.Total(), c.r.smtp.Total() }
 
 // clientPeers are stripe-mock behind a recording proxy and Mailpit: every
@@ -202,10 +202,10 @@ func (c clientPeers) vars() map[string]string {
 	return map[string]string{"ONCEQ_GATEWAY_URL": "", "ONCEQ_STRIPE_KEY": peertest.StripeMockKey,
 		"ONCEQ_STRIPE_URL": c.stripe.URL, "ONCEQ_SMTP_ADDR": c.mail.SMTPAddr}
 }
-func (c clientPeers) charges(k dedup.Key) int {
+func (c clientPeers) charges(k onceq.Key) int {
 	return c.stripe.Posts("/v1/payment_intents", k.String())
 }
-func (c clientPeers) emails(k dedup.Key) int { return c.mail.Count(c.t, tasks.MessageID(k.String())) }
+func (c clientPeers) emails(k onceq.Key) int { return c.mail.Count(c.t, tasks.MessageID(k.String())) }
 func (c clientPeers) totals() (int, int) {
 	return len(c.stripe.Requests()), len(c.mail.Messages(c.t))
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -39,10 +39,10 @@ func TestNoStuckKey(t *testing.T) {
 	start := time.Now()
 
 	var (
-		jobs    []tasks.Job         // every key, as the Producer would enqueue it
+		jobs    []onceq.Job         // every key, as the Producer would enqueue it
 		failing = map[string]bool{} // keys meant to fail for good
 	)
-	add := func(failsForGood bool, js ...tasks.Job) {
+	add := func(failsForGood bool, js ...onceq.Job) {
 		for _, j := range js {
 			jobs = append(jobs, j)
 			failing[j.Key.String()] = failsForGood
@@ -73,8 +73,8 @@ func TestNoStuckKey(t *testing.T) {
 	waitClosed(t, 30*time.Second, "Z's held charge", zHeldStall.Arrived())
 
 	b := startWorker(t, "worker-b", vars(6))
-	batch := func(from, to int) []tasks.Job {
-		var out []tasks.Job
+	batch := func(from, to int) []onceq.Job {
+		var out []onceq.Job
 		for i := from; i < to; i++ {
 			out = append(out, r.payment(fmt.Sprintf("pay-%d", i), int64(3000+i)))
 			if i%2 == 0 {
@@ -83,8 +83,8 @@ func TestNoStuckKey(t *testing.T) {
 		}
 		return out
 	}
-	declines := func(from, to int) []tasks.Job {
-		var out []tasks.Job
+	declines := func(from, to int) []onceq.Job {
+		var out []onceq.Job
 		for i := from; i < to; i++ {
 			out = append(out, r.payment(fmt.Sprintf("decline-%d", i), int64(4000+i)))
 		}
@@ -110,7 +110,7 @@ func TestNoStuckKey(t *testing.T) {
 		repeats   = map[string]int{}
 		badRepeat []string
 	)
-	repeatable := make([]tasks.Job, 0, len(jobs))
+	repeatable := make([]onceq.Job, 0, len(jobs))
 	for _, j := range jobs {
 		if !failing[j.Key.String()] {
 			repeatable = append(repeatable, j)
@@ -129,14 +129,14 @@ func TestNoStuckKey(t *testing.T) {
 			switch {
 			case err != nil:
 				repeats["error"]++
-			case o.Decision == tasks.Duplicate:
+			case o.Decision == onceq.Duplicate:
 				repeats["duplicate "+string(o.State)]++
-				if o.State == tasks.StatusArchived || o.State == tasks.StatusFailed || o.State == tasks.StatusUnknown {
+				if o.State == onceq.StatusArchived || o.State == onceq.StatusFailed || o.State == onceq.StatusUnknown {
 					badRepeat = append(badRepeat, fmt.Sprintf("%s: duplicate %s (%s)", j.Key, o.State, o.Reason))
 				}
 			default:
 				repeats[string(o.Decision)]++
-				if o.Decision != tasks.Throttled {
+				if o.Decision != onceq.Throttled {
 					badRepeat = append(badRepeat, fmt.Sprintf("%s: %s (%s)", j.Key, o.Decision, o.Reason))
 				}
 			}
@@ -198,7 +198,7 @@ func TestNoStuckKey(t *testing.T) {
 	c := startWorker(t, "worker-c", vars(4))
 	live := []*worker{b, c, z}
 
-	keyOf := func(j tasks.Job) string { return j.Key.String() }
+	keyOf := func(j onceq.Job) string { return j.Key.String() }
 	settled := func() (bool, string) {
 		for _, j := range jobs {
 			st, ok, detail := r.keyState(j, live)
@@ -220,7 +220,7 @@ func TestNoStuckKey(t *testing.T) {
 	endRepeats()
 
 	counts := map[string]int{}
-	var failed []tasks.Job
+	var failed []onceq.Job
 	for _, j := range jobs {
 		st, ok, detail := r.keyState(j, live)
 		if !ok {
@@ -258,7 +258,7 @@ func TestNoStuckKey(t *testing.T) {
 
 	// Free, proven: every key again through the Producer. A failed one is
 	// its next incarnation; a done one is a duplicate with its result.
-	again := map[string]tasks.Outcome{}
+	again := map[string]onceq.Outcome{}
 	for _, j := range jobs {
 		o, err := r.prod.Enqueue(context.Background(), j)
 		if err != nil {
@@ -266,9 +266,9 @@ func TestNoStuckKey(t *testing.T) {
 		}
 		again[keyOf(j)] = o
 		switch {
-		case failing[keyOf(j)] && (o.Decision != tasks.Enqueued || o.Incarnation < 2):
+		case failing[keyOf(j)] && (o.Decision != onceq.Enqueued || o.Incarnation < 2):
 			t.Errorf("failed key %s enqueued again: %+v, want enqueued as incarnation 2 or later", j.Key, o)
-		case !failing[keyOf(j)] && (o.Decision != tasks.Duplicate || o.State != tasks.StatusDone):
+		case !failing[keyOf(j)] && (o.Decision != onceq.Duplicate || o.State != onceq.StatusDone):
 			t.Errorf("done key %s enqueued again: %+v, want a duplicate of the done job", j.Key, o)
 		}
 	}
@@ -298,7 +298,7 @@ func TestNoStuckKey(t *testing.T) {
 		if declined, posts := r.gw.Declines(k), r.gw.Posts(k); declined != posts || (declined == 0) == strings.HasPrefix(j.Key.ID, "decline-") {
 			t.Errorf("%s: %d declines of %d calls under the failed incarnation's key", k, declined, posts)
 		}
-		next := j.Key.Downstream(again[k].Incarnation)
+		next := fmt.Sprintf("%s#%d", k, again[k].Incarnation) // the downstream key of that incarnation
 		if n := r.gw.Charges(k); n != 0 {
 			t.Errorf("%s: %d charges under the failed incarnation's key, want 0", k, n)
 		}
@@ -316,15 +316,15 @@ func TestNoStuckKey(t *testing.T) {
 	}
 	names := make([]string, 0, len(failed))
 	for _, j := range failed {
-		names = append(names, j.Key.Downstream(again[keyOf(j)].Incarnation))
+		names = append(names, fmt.Sprintf("%s#%d", keyOf(j), again[keyOf(j)].Incarnation))
 	}
 	sort.Strings(names)
 	t.Logf("no stuck key: %d failed keys enqueued again, each incarnation 2 and done under its new key (%s ... %s); %d charges for %d payments, %d emails once each; claims lost to a takeover %v; %s in all",
 		len(failed), names[0], names[len(names)-1], r.gw.Total(), charged, r.smtp.Total(), lost, time.Since(start).Round(time.Second))
 }
 
-func keysOf(jobs []tasks.Job) []dedup.Key {
-	ks := make([]dedup.Key, len(jobs))
+func keysOf(jobs []onceq.Job) []onceq.Key {
+	ks := make([]onceq.Key, len(jobs))
 	for i, j := range jobs {
 		ks[i] = j.Key
 	}

@@ -1,5 +1,5 @@
 // Package observe logs and counts what onceq decides: every deduplication
-// decision (through a dedup.Observer), handler durations, and queue sizes.
+// decision (through a onceq.Observer), handler durations, and queue sizes.
 package observe
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // keyNamespace labels an idempotency key's namespace. Not "namespace":
@@ -48,10 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // sideOutcomes are the outcomes each side reports, started at zero so that
 // rate() and alerts see a series before the first event.
-var sideOutcomes = map[string][]dedup.Outcome{
-	"worker": {dedup.OutcomeClaimed, dedup.OutcomeDuplicate, dedup.OutcomeInProgress, dedup.OutcomeMismatch,
-		dedup.OutcomeCompleted, dedup.OutcomeReleased, dedup.OutcomeLeaseLost, dedup.OutcomeBadPayload, dedup.OutcomeError},
-	"producer": {dedup.OutcomeEnqueued, dedup.OutcomeDuplicate, dedup.OutcomeThrottled, dedup.OutcomeError},
+var sideOutcomes = map[string][]string{
+	"worker": {"claimed", "duplicate", "in_progress", "mismatch",
+		"completed", "released", "lease_lost", "bad_payload", "error"},
+	"producer": {"enqueued", "duplicate", "throttled", "error"},
 }
 
 // Zero starts the counters of side for each key namespace at zero (the
@@ -70,20 +70,20 @@ func (m *Metrics) Zero(side string, namespaces []string) {
 // Observer logs and counts every decision of one side. Decisions that stop
 // or delay a job are logged once at info, errors at warn, the hot path
 // (claims, completions) at debug. Payloads are never logged.
-func (m *Metrics) Observer(log *zap.Logger, side string) dedup.Observer {
-	return func(ctx context.Context, d dedup.Decision) {
-		if d.Op == dedup.OpExtend && d.Outcome == dedup.OutcomeExtended {
+func (m *Metrics) Observer(log *zap.Logger, side string) onceq.Observer {
+	return func(ctx context.Context, d onceq.Event) {
+		if d.Op == "extend" && d.Outcome == "extended" {
 			return // heartbeats: neither news nor a decision
 		}
 		m.decisions.WithLabelValues(side, d.Key.Namespace, string(d.Outcome)).Inc()
-		if d.Outcome == dedup.OutcomeLeaseLost {
+		if d.Outcome == "lease_lost" {
 			m.leaseLost.WithLabelValues(d.Key.Namespace).Inc()
 		}
 		lvl := zap.DebugLevel
 		switch {
-		case d.Outcome == dedup.OutcomeError:
+		case d.Outcome == "error":
 			lvl = zap.WarnLevel
-		case d.Outcome.Blocks():
+		case blocks(d.Outcome):
 			lvl = zap.InfoLevel
 		}
 		if ce := log.Check(lvl, "dedup decision"); ce != nil {
@@ -92,6 +92,16 @@ func (m *Metrics) Observer(log *zap.Logger, side string) dedup.Observer {
 				zap.String("outcome", string(d.Outcome)), zap.String("reason", d.Reason))
 		}
 	}
+}
+
+// blocks reports whether an outcome stops or delays a job: those are the
+// decisions worth an info line, the rest are the hot path.
+func blocks(outcome string) bool {
+	switch outcome {
+	case "duplicate", "in_progress", "mismatch", "lease_lost", "throttled", "conflict", "bad_payload":
+		return true
+	}
+	return false
 }
 
 // HandlerDuration is an asynq middleware timing the handler it wraps. Put it

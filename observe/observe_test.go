@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/observe"
 )
 
@@ -23,14 +23,14 @@ func TestObserverLogsAndCounts(t *testing.T) {
 	m := observe.NewMetrics(reg)
 	core, logs := observer.New(zapcore.DebugLevel)
 	obs := m.Observer(zap.New(core), "worker")
-	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-1"}
+	k := onceq.Key{Namespace: "payment:charge", ID: "pmt-1"}
 	ctx := context.Background()
-	for _, d := range []dedup.Decision{
-		{Op: dedup.OpClaim, Key: k, Outcome: dedup.OutcomeClaimed},
-		{Op: dedup.OpClaim, Key: k, Outcome: dedup.OutcomeDuplicate, Reason: "done at x"},
-		{Op: dedup.OpComplete, Key: k, Outcome: dedup.OutcomeLeaseLost},
-		{Op: dedup.OpClaim, Key: k, Outcome: dedup.OutcomeError, Reason: "connection refused"},
-		{Op: dedup.OpExtend, Key: k, Outcome: dedup.OutcomeExtended},
+	for _, d := range []onceq.Event{
+		{Op: "claim", Key: k, Outcome: "claimed"},
+		{Op: "claim", Key: k, Outcome: "duplicate", Reason: "done at x"},
+		{Op: "complete", Key: k, Outcome: "lease_lost"},
+		{Op: "claim", Key: k, Outcome: "error", Reason: "connection refused"},
+		{Op: "extend", Key: k, Outcome: "extended"},
 	} {
 		obs(ctx, d)
 	}

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // TaskLog is an asynq middleware that logs one line per finished run: type,
@@ -35,8 +35,9 @@ func TaskLog(log *zap.Logger, every bool) asynq.MiddlewareFunc {
 				if ce == nil {
 					return
 				}
-				fields := []zap.Field{zap.String("type", t.Type()), zap.String("key", taskKey(ctx, t)),
-					zap.String("outcome", outcome), zap.Int("attempt", attempt(ctx)), zap.Int("incarnation", incarnation(ctx, t)),
+				key, inc := runOf(ctx)
+				fields := []zap.Field{zap.String("type", t.Type()), zap.String("key", key),
+					zap.String("outcome", outcome), zap.Int("attempt", attempt(ctx)), zap.Int("incarnation", inc),
 					zap.Duration("duration", time.Since(start))}
 				if err != nil {
 					fields = append(fields, zap.Error(err))
@@ -55,19 +56,14 @@ func TaskLog(log *zap.Logger, every bool) asynq.MiddlewareFunc {
 	}
 }
 
-func taskKey(ctx context.Context, t *asynq.Task) string {
-	if k, ok := dedup.KeyFromContext(ctx); ok {
-		return k.String()
+// runOf is the key and incarnation the middleware ran the task under;
+// outside it (a duplicate never reaches here) there is no key, and the
+// incarnation is the first.
+func runOf(ctx context.Context) (string, int) {
+	if r, ok := onceq.RunFromContext(ctx); ok {
+		return r.Key.String(), r.Incarnation
 	}
-	return t.Headers()[dedup.HeaderKey]
-}
-
-func incarnation(ctx context.Context, t *asynq.Task) int {
-	if n, ok := dedup.IncarnationFromContext(ctx); ok {
-		return n
-	}
-	n, _ := dedup.Incarnation(t.Headers())
-	return n
+	return "", 1
 }
 
 // attempt is 1 for the first run of a task, asynq's retry count plus one.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/observe"
 )
 
@@ -19,13 +21,13 @@ import (
 // only the failures.
 func TestTaskLog(t *testing.T) {
 	t.Parallel()
-	task := asynq.NewTaskWithHeaders("email:send", []byte(`{}`), map[string]string{dedup.HeaderKey: "email:send/w-1"})
+	task := asynq.NewTaskWithHeaders("email:send", []byte(`{}`), map[string]string{"onceq-key": "email:send/w-1"})
 	boom := errors.New("smtp down")
 	for _, every := range []bool{true, false} {
 		core, logs := observer.New(zapcore.DebugLevel)
 		log := zap.New(core)
-		ok := observe.TaskLog(log, every)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
-		failing := observe.TaskLog(log, every)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return boom }))
+		ok := behindMiddleware(t, observe.TaskLog(log, every)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })))
+		failing := behindMiddleware(t, observe.TaskLog(log, every)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return boom })))
 		if err := ok.ProcessTask(context.Background(), task); err != nil {
 			t.Fatal(err)
 		}
@@ -55,29 +57,33 @@ func TestTaskLog(t *testing.T) {
 	}
 }
 
-// The incarnation comes from the middleware's context, else the header.
+// The incarnation is the run's: the middleware reads it from the header.
 func TestTaskLogIncarnation(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zapcore.DebugLevel)
-	h := observe.TaskLog(zap.New(core), true)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
-	hdr := func(v string) map[string]string {
-		return map[string]string{dedup.HeaderKey: "payment:charge/pmt-1", dedup.HeaderIncarnation: v}
+	h := behindMiddleware(t, observe.TaskLog(zap.New(core), true)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })))
+	task := asynq.NewTaskWithHeaders("payment:charge", nil, map[string]string{"onceq-key": "payment:charge/pmt-1", "onceq-inc": "3"})
+	if err := h.ProcessTask(context.Background(), task); err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range []struct {
-		ctx  context.Context
-		task *asynq.Task
-		want int64
-	}{
-		{context.Background(), asynq.NewTaskWithHeaders("payment:charge", nil, hdr("3")), 3},
-		{dedup.WithIncarnation(context.Background(), 2), asynq.NewTaskWithHeaders("payment:charge", nil, hdr("3")), 2},
-		{context.Background(), asynq.NewTaskWithHeaders("payment:charge", nil, hdr("x")), 0},
-	} {
-		if err := h.ProcessTask(tt.ctx, tt.task); err != nil {
-			t.Fatal(err)
-		}
-		entries := logs.TakeAll()
-		if len(entries) != 1 || entries[0].ContextMap()["incarnation"] != tt.want {
-			t.Errorf("%v: %+v, want incarnation %d", tt.task.Headers(), entries, tt.want)
-		}
+	if entries := logs.TakeAll(); len(entries) != 1 || entries[0].ContextMap()["incarnation"] != int64(3) {
+		t.Errorf("%+v, want incarnation 3", entries)
 	}
+}
+
+// behindMiddleware is h behind onceq's middleware on an in-memory Redis.
+func behindMiddleware(t *testing.T, h asynq.Handler) asynq.Handler {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := onceq.NewMiddleware(store, onceq.MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mw.Shutdown(context.Background()) })
+	return mw.Wrap(h)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -22,20 +23,20 @@ func TestDecodeRefusesAmbiguousPayloads(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var p tasks.Payment
-			if err := tasks.Decode([]byte(in), &p); !errors.Is(err, tasks.ErrInvalid) {
+			if err := onceq.Decode([]byte(in), &p); !errors.Is(err, onceq.ErrInvalid) {
 				t.Fatalf("Decode(%s) = %v (amount %d), want ErrInvalid", in, err, p.Amount)
 			}
 			c, err := tasks.NewCatalog(tasks.Windows{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Build(tasks.TypePayment, []byte(in), ""); !errors.Is(err, tasks.ErrMalformed) {
+			if _, err := c.Build(tasks.TypePayment, []byte(in), ""); !errors.Is(err, onceq.ErrMalformed) {
 				t.Fatalf("Build(%s) = %v, want ErrMalformed", in, err)
 			}
 		})
 	}
 	var p tasks.Payment
-	if err := tasks.Decode([]byte(`{"payment_id":"p","account":"a","amount":100,"currency":"EUR"}`), &p); err != nil || p.Amount != 100 {
+	if err := onceq.Decode([]byte(`{"payment_id":"p","account":"a","amount":100,"currency":"EUR"}`), &p); err != nil || p.Amount != 100 {
 		t.Fatalf("a plain payload: %v %+v", err, p)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // TypeEmail sends one email.
@@ -37,7 +37,7 @@ type Email struct {
 
 func (e Email) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeEmail, ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeEmail, onceq.ErrInvalid}, a...)...)
 	}
 	switch {
 	case e.To == "":
@@ -64,24 +64,27 @@ func (e Email) validate() error {
 	return nil
 }
 
-// Emails is the email:send declaration.
-var Emails = builtinKind(Define(Spec[Email]{
-	Type:     TypeEmail,
-	Route:    "emails",
-	KeyRule:  "`id`, else the Idempotency-Key, else the content hash (`trace_id` left out)",
-	ID:       func(e Email) string { return e.ID },
-	SetID:    func(e *Email, id string) { e.ID = id },
-	Validate: Email.validate,
-	Handler: func(d Deps) asynq.Handler {
-		return EmailHandler{Mailer: d.Mailer, From: d.From, Log: d.Log}
-	},
-}))
+// emailSpec is the email:send declaration.
+func emailSpec(Windows) onceq.Spec[Email] {
+	return onceq.Spec[Email]{
+		Type:     TypeEmail,
+		Route:    "emails",
+		KeyRule:  "`id`, else the Idempotency-Key, else the content hash (`trace_id` left out)",
+		ID:       func(e Email) string { return e.ID },
+		SetID:    func(e *Email, id string) { e.ID = id },
+		Validate: Email.validate,
+	}
+}
+
+func emailHandler(d Deps) asynq.Handler {
+	return EmailHandler{Mailer: d.Mailer, From: d.From, Log: d.Log}
+}
 
 // NewEmail validates e and returns its Job under the default windows.
-func NewEmail(e Email) (Job, error) { return Emails.Job(e, "", Windows{}) }
+func NewEmail(e Email) (onceq.Job, error) { j := Emails.Job(e); return j, j.Err }
 
 // MessageID is the Message-ID onceq gives the email of a downstream key
-// (dedup.Key.Downstream: the key and its incarnation). It depends on that
+// (onceq.Key.Downstream: the key and its incarnation). It depends on that
 // only, so a redelivered job sends the same Message-ID and a receiving MTA
 // or the outbox can drop the copy, while the next incarnation of an email
 // that failed for good is a new message.
@@ -106,21 +109,11 @@ type EmailHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h EmailHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return withResult(ctx, t, h.process)
+	return onceq.Handle(Emails, h.send).ProcessTask(ctx, t)
 }
 
-func (h EmailHandler) process(ctx context.Context, t *asynq.Task) (EmailResult, error) {
-	var e Email
-	if err := decodePayload(t, &e); err != nil {
-		return EmailResult{}, err
-	}
-	if err := e.validate(); err != nil {
-		return EmailResult{}, permanent(err)
-	}
-	key, err := taskKey(ctx, t, "", dedup.VolatileFields(e))
-	if err != nil {
-		return EmailResult{}, err
-	}
+func (h EmailHandler) send(ctx context.Context, e Email) (EmailResult, error) {
+	key := downstream(ctx)
 	if h.Mailer == nil {
 		return EmailResult{}, errors.New("tasks: email handler has no Mailer")
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 func TestNewEmail(t *testing.T) {
@@ -45,8 +45,8 @@ func TestNewEmail(t *testing.T) {
 			t.Parallel()
 			j, err := NewEmail(tt.email)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewEmail = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewEmail = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -59,7 +59,7 @@ func TestNewEmail(t *testing.T) {
 }
 
 // checkJob asserts what every constructor guarantees.
-func checkJob(t *testing.T, j Job, typ, queue string) {
+func checkJob(t *testing.T, j onceq.Job, typ, queue string) {
 	t.Helper()
 	if j.Task == nil || j.Task.Type() != typ {
 		t.Fatalf("task = %v, want type %s", j.Task, typ)
@@ -76,17 +76,8 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
 		t.Errorf("headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
 	}
-	// What the Producer sends under the key as task id: the fingerprint only,
-	// the worker reading the key back from the id.
-	lean := leanTask(j, j.Key.String()).Headers()
-	if _, ok := lean[HeaderKey]; ok || lean[HeaderFingerprint] != j.Fingerprint {
-		t.Errorf("lean headers %v, want only %s=%s", lean, HeaderFingerprint, j.Fingerprint)
-	}
-	if k, ok := dedup.KeyOfTaskID(j.Key.TaskID()); !ok || k != j.Key {
+	if k, err := onceq.ParseKey(j.Key.TaskID()); err != nil || k != j.Key {
 		t.Errorf("task id %q reads back as %v, want %v", j.Key.TaskID(), k, j.Key)
-	}
-	if leanTask(j, "some:other/key") != j.Task {
-		t.Error("the key header was dropped for a holder that is not the job's key")
 	}
 	if !json.Valid(j.Task.Payload()) {
 		t.Errorf("payload is not JSON: %q", j.Task.Payload())
@@ -94,8 +85,8 @@ func checkJob(t *testing.T, j Job, typ, queue string) {
 }
 
 // mustJob(t)(NewX(...)) fails t on a constructor error.
-func mustJob(t *testing.T) func(Job, error) Job {
-	return func(j Job, err error) Job {
+func mustJob(t *testing.T) func(onceq.Job, error) onceq.Job {
+	return func(j onceq.Job, err error) onceq.Job {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -124,7 +115,7 @@ func TestEmailKeyStability(t *testing.T) {
 	if err != nil || len(sum) != 32 {
 		t.Fatalf("fingerprint %q: %v", a.Fingerprint, err)
 	}
-	if a.Key.ID != dedup.ContentID([32]byte(sum)) {
+	if a.Key.ID != ContentID([32]byte(sum)) {
 		t.Errorf("without an id the key id should be the content hash: %v vs %s", a.Key, a.Fingerprint)
 	}
 
@@ -138,8 +129,8 @@ func TestEmailKeyStability(t *testing.T) {
 
 func TestMessageID(t *testing.T) {
 	t.Parallel()
-	k1, _ := dedup.NewKey(TypeEmail, "a")
-	k2, _ := dedup.NewKey(TypeEmail, "b")
+	k1, _ := onceq.NewKey(TypeEmail, "a")
+	k2, _ := onceq.NewKey(TypeEmail, "b")
 	id := MessageID(k1.String())
 	if !regexp.MustCompile(`^<[0-9a-f]{32}@onceq>$`).MatchString(id) {
 		t.Errorf("MessageID = %q, want <32 hex@onceq>", id)
@@ -157,15 +148,14 @@ func TestEmailHandlerSendsWithKeyDerivedMessageID(t *testing.T) {
 	mailer := &fakeMailer{}
 	h := EmailHandler{Mailer: mailer, From: "onceq@example.com"}
 	job := mustJob(t)(NewEmail(Email{To: "bob@example.com", Subject: "Hi", Body: "hello", TraceID: "t"}))
-	claimed, _ := dedup.NewKey(TypeEmail, "claimed-by-middleware")
+	claimed, _ := onceq.NewKey(TypeEmail, "claimed-by-middleware")
 
 	tests := []struct {
 		name string
 		ctx  context.Context
 		task *asynq.Task
-		key  dedup.Key
+		key  onceq.Key
 	}{
-		{"key from the middleware", dedup.WithKey(context.Background(), claimed), job.Task, claimed},
 		{"key from the headers", context.Background(), job.Task, job.Key},
 		// A task built without the constructor's headers derives the same key.
 		{"key derived from the payload", context.Background(), asynq.NewTask(TypeEmail, job.Task.Payload()), job.Key},
@@ -187,6 +177,13 @@ func TestEmailHandlerSendsWithKeyDerivedMessageID(t *testing.T) {
 			got.Subject != "Hi" || got.Body != "hello" {
 			t.Errorf("%s: sent %+v, want Message-ID %q from onceq@example.com", tt.name, got, want)
 		}
+	}
+	// Behind the middleware the key it claimed is the one sent downstream.
+	if err := behindMiddleware(t, h).ProcessTask(context.Background(), keyed(job.Task, claimed)); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := mailer.Messages(); len(msgs) != len(tests)+1 || msgs[len(tests)].MessageID != MessageID(claimed.String()) {
+		t.Errorf("behind the middleware: sent %+v, want Message-ID %q", msgs, MessageID(claimed.String()))
 	}
 	if err := h.ProcessTask(context.Background(), job.Task); err != nil {
 		t.Errorf("ProcessTask: %v", err)

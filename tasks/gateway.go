@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/onceq/onceq"
 )
 
 // maxGatewayResponse bounds what is read of a gateway response.
@@ -85,7 +87,7 @@ func (g *GatewayClient) Charge(ctx context.Context, key string, p Payment) (Char
 		return Charge{}, errors.New("tasks: gateway: no URL")
 	}
 	if key == "" {
-		return Charge{}, fmt.Errorf("tasks: gateway: %w: empty idempotency key", ErrInvalid)
+		return Charge{}, fmt.Errorf("tasks: gateway: %w: empty idempotency key", onceq.ErrInvalid)
 	}
 	body, err := marshal(p)
 	if err != nil {

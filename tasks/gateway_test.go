@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq"
 )
 
 func ledgerServer(t *testing.T, token string) (*Ledger, *httptest.Server) {
@@ -143,8 +145,8 @@ func TestGatewayErrors(t *testing.T) {
 func TestGatewayNeedsKeyAndURL(t *testing.T) {
 	t.Parallel()
 	_, srv := ledgerServer(t, "")
-	if _, err := (&GatewayClient{URL: srv.URL}).Charge(context.Background(), "", validPayment()); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Charge without a key = %v, want ErrInvalid", err)
+	if _, err := (&GatewayClient{URL: srv.URL}).Charge(context.Background(), "", validPayment()); !errors.Is(err, onceq.ErrInvalid) {
+		t.Errorf("Charge without a key = %v, want onceq.ErrInvalid", err)
 	}
 	if _, err := (&GatewayClient{}).Charge(context.Background(), "k", validPayment()); err == nil {
 		t.Errorf("Charge without a URL succeeded")

@@ -2,49 +2,18 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/hibiken/asynq"
-
-	"github.com/onceq/onceq/dedup"
 )
 
 // incarnation is task t as the producer sends the n-th incarnation of its key.
 func incarnation(t *asynq.Task, n string) *asynq.Task {
-	h := map[string]string{dedup.HeaderIncarnation: n}
+	h := map[string]string{HeaderIncarnation: n}
 	maps.Copy(h, t.Headers())
 	return asynq.NewTaskWithHeaders(t.Type(), t.Payload(), h)
-}
-
-func TestTaskKeyIncarnation(t *testing.T) {
-	t.Parallel()
-	payload := []byte(`{"source":"s","event_id":"e","type":"t","data":null}`)
-	plain := asynq.NewTask(TypeWebhook, payload)
-	claimed, _ := dedup.NewKey(TypeWebhook, "claimed")
-	inMW := dedup.WithIncarnation(dedup.WithKey(context.Background(), claimed), 3)
-	for _, tt := range []struct {
-		name string
-		ctx  context.Context
-		task *asynq.Task
-		want string
-	}{
-		{"the middleware's incarnation", inMW, incarnation(plain, "5"), "webhook:process/claimed#3"},
-		{"the middleware's key, the header's incarnation", dedup.WithKey(context.Background(), claimed), incarnation(plain, "4"),
-			"webhook:process/claimed#4"},
-		{"outside the middleware, from the header", context.Background(), incarnation(plain, "2"), "webhook:process/s:e#2"},
-		{"no header: the first", context.Background(), plain, "webhook:process/s:e"},
-	} {
-		if got, err := taskKey(tt.ctx, tt.task, "s:e", nil); err != nil || got != tt.want {
-			t.Errorf("%s: taskKey = %q, %v; want %q", tt.name, got, err, tt.want)
-		}
-	}
-	_, err := taskKey(context.Background(), incarnation(plain, "0"), "s:e", nil)
-	if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, ErrInvalid) || !errors.Is(err, dedup.ErrBadIncarnation) {
-		t.Errorf("a garbled incarnation: %v, want a skip-retry ErrInvalid", err)
-	}
 }
 
 // The next incarnation of a payment is a new request to the gateway (its
@@ -89,7 +58,7 @@ func TestEmailIncarnationMessageID(t *testing.T) {
 func TestSMSIncarnationFile(t *testing.T) {
 	t.Parallel()
 	h := SMSHandler{Dir: t.TempDir()}
-	j := mustJob(t)(SMSes.Job(SMS{ID: "otp-1", To: "+4915112345678", Body: "hi"}, "", Windows{}))
+	j := mustJob(t)(newJob(SMSes.Job(SMS{ID: "otp-1", To: "+4915112345678", Body: "hi"})))
 	first, err := h.process(context.Background(), j.Task)
 	if err != nil {
 		t.Fatal(err)

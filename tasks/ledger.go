@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
@@ -15,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // DefaultLedgerTTL is how long the Ledger remembers an idempotency key.
@@ -75,7 +76,7 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "Idempotency-Key header is required")
 		return
 	}
-	if _, err := dedup.NewKey("ledger", key); err != nil {
+	if _, err := onceq.NewKey("ledger", key); err != nil {
 		writeProblem(w, http.StatusBadRequest, "bad Idempotency-Key: "+err.Error())
 		return
 	}
@@ -109,11 +110,13 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Same request, other spelling (key order, whitespace) is still the same request.
-	fp, err := dedup.Hash(body)
+	canon, err := marshal(p)
 	if err != nil {
 		writeProblem(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	sum := sha256.Sum256(canon)
+	fp := hex.EncodeToString(sum[:])
 
 	e, replayed, err := l.charge(key, fp, p)
 	if err != nil {

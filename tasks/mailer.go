@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/onceq/onceq"
 )
 
 // ErrRejected is wrapped by a Mailer's Send when the server refused this
@@ -53,10 +55,10 @@ func buildMessage(m Message, from string, now time.Time) (raw []byte, sender, rc
 	}
 	toAddr, err := mail.ParseAddress(m.To)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("tasks: mail: %w: to %q: %v", ErrInvalid, m.To, err)
+		return nil, "", "", fmt.Errorf("tasks: mail: %w: to %q: %v", onceq.ErrInvalid, m.To, err)
 	}
 	if strings.ContainsAny(m.MessageID+m.Subject, "\r\n") {
-		return nil, "", "", fmt.Errorf("tasks: mail: %w: header contains CR or LF", ErrInvalid)
+		return nil, "", "", fmt.Errorf("tasks: mail: %w: header contains CR or LF", onceq.ErrInvalid)
 	}
 	var b bytes.Buffer
 	header := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/onceq/onceq"
 )
 
 // fakeMailer records what the email handler hands its Mailer. Recipients
@@ -57,8 +59,8 @@ func TestBuildMessageRejectsHeaderInjection(t *testing.T) {
 		{MessageID: "<a@b>\nBcc: eve@example.com", To: "bob@example.com"},
 		{MessageID: "<a@b>", To: "bob@example.com\r\nBcc: eve@example.com"},
 	} {
-		if _, _, _, err := buildMessage(m, "a@example.com", time.Now()); !errors.Is(err, ErrInvalid) {
-			t.Errorf("buildMessage(%q) = %v, want ErrInvalid", m, err)
+		if _, _, _, err := buildMessage(m, "a@example.com", time.Now()); !errors.Is(err, onceq.ErrInvalid) {
+			t.Errorf("buildMessage(%q) = %v, want onceq.ErrInvalid", m, err)
 		}
 	}
 }

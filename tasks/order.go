@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/pgledger"
 )
 
 // TypeOrder fulfils an order: one shipment row per order line in the
@@ -48,9 +48,9 @@ type OrderLine struct {
 
 func (o Order) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeOrder, ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeOrder, onceq.ErrInvalid}, a...)...)
 	}
-	if _, err := dedup.NewKey(TypeOrder, o.OrderID); err != nil {
+	if _, err := onceq.NewKey(TypeOrder, o.OrderID); err != nil {
 		return fail("order_id: %v", err)
 	}
 	switch {
@@ -70,21 +70,22 @@ func (o Order) validate() error {
 	return nil
 }
 
-// Orders is the order:fulfil declaration: keyed by order_id, run under the
+// orderSpec is the order:fulfil declaration: keyed by order_id, run under the
 // Postgres ledger (Deps.Ledger), refused where there is none.
-var Orders = builtinKind(Define(Spec[Order]{
-	Type:        TypeOrder,
-	Route:       "orders",
-	KeyRule:     "`order_id` (required); runs under the Postgres ledger",
-	ID:          func(o Order) string { return o.OrderID },
-	Validate:    Order.validate,
-	MaxRetry:    OrderMaxRetry,
-	WriteResult: true,
-	Handler:     orderHandler,
-}))
+func orderSpec(Windows) onceq.Spec[Order] {
+	return onceq.Spec[Order]{
+		Type:        TypeOrder,
+		Route:       "orders",
+		KeyRule:     "`order_id` (required); runs under the Postgres ledger",
+		ID:          func(o Order) string { return o.OrderID },
+		Validate:    Order.validate,
+		MaxRetry:    OrderMaxRetry,
+		WriteResult: true,
+	}
+}
 
 // NewOrder validates o and returns its Job under the default windows.
-func NewOrder(o Order) (Job, error) { return Orders.Job(o, "", Windows{}) }
+func NewOrder(o Order) (onceq.Job, error) { j := Orders.Job(o); return j, j.Err }
 
 // OrderMigrations create the application tables OrderHandler writes; apply
 // them with pgledger.Migrate under the set name "order".
@@ -111,15 +112,8 @@ type OrderHandler struct {
 	Log *zap.Logger
 }
 
-// ProcessTx implements pgledger.TxHandler.
-func (h OrderHandler) ProcessTx(ctx context.Context, tx pgx.Tx, t *asynq.Task) ([]byte, error) {
-	var o Order
-	if err := decodePayload(t, &o); err != nil {
-		return nil, err
-	}
-	if err := o.validate(); err != nil {
-		return nil, permanent(err)
-	}
+// Fulfil ships o in tx (pgledger.Handle commits it with the ledger's row).
+func (h OrderHandler) Fulfil(ctx context.Context, tx pgx.Tx, o Order) (Fulfilment, error) {
 	skus, qtys := make([]string, len(o.Lines)), make([]int32, len(o.Lines))
 	for i, l := range o.Lines {
 		skus[i], qtys[i] = l.SKU, int32(l.Qty)
@@ -128,14 +122,14 @@ func (h OrderHandler) ProcessTx(ctx context.Context, tx pgx.Tx, t *asynq.Task) (
 		SELECT $1, $2, s.sku, s.qty FROM unnest($3::text[], $4::integer[]) AS s(sku, qty)
 		RETURNING id`, o.OrderID, o.Customer, skus, qtys)
 	if err != nil {
-		return nil, fmt.Errorf("tasks: %s %s: %w", TypeOrder, o.OrderID, err)
+		return Fulfilment{}, fmt.Errorf("tasks: %s %s: %w", TypeOrder, o.OrderID, err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, fmt.Errorf("tasks: %s %s: %w", TypeOrder, o.OrderID, err)
+		return Fulfilment{}, fmt.Errorf("tasks: %s %s: %w", TypeOrder, o.OrderID, err)
 	}
 	logger(h.Log).Debug("order shipped", zap.String("order_id", o.OrderID), zap.Int("shipments", len(ids)))
-	return marshal(Fulfilment{OrderID: o.OrderID, ShipmentIDs: ids})
+	return Fulfilment{OrderID: o.OrderID, ShipmentIDs: ids}, nil
 }
 
 // orderHandler is TypeOrder's asynq handler: under the ledger when there is
@@ -146,5 +140,5 @@ func orderHandler(d Deps) asynq.Handler {
 			return fmt.Errorf("%w: %s: %w", ErrNoPostgres, TypeOrder, asynq.SkipRetry)
 		})
 	}
-	return d.Ledger.Handler(OrderHandler{Log: logger(d.Log).Named(TypeOrder)})
+	return pgledger.Handle(d.Ledger, Orders, OrderHandler{Log: logger(d.Log).Named(TypeOrder)}.Fulfil)
 }

@@ -7,14 +7,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // TypePayment charges an account through the payment gateway.
@@ -45,11 +44,12 @@ type Payment struct {
 
 func (p Payment) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypePayment, ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypePayment, onceq.ErrInvalid}, a...)...)
 	}
-	if _, err := dedup.NewKey(TypePayment, p.PaymentID); err != nil || strings.HasPrefix(p.PaymentID, dedup.HashMark) {
-		return fail("payment_id %q: printable, at most %d bytes, no spaces or braces, not starting with %q",
-			p.PaymentID, dedup.MaxIDLen, dedup.HashMark)
+	// An id onceq would hash (it starts with "~", where hashed ids live)
+	// would not be the payment's key as it stands.
+	if _, err := onceq.NewKey(TypePayment, p.PaymentID); err != nil || strings.HasPrefix(p.PaymentID, "~") {
+		return fail("payment_id %q: printable, at most 255 bytes, no spaces or braces, not starting with \"~\"", p.PaymentID)
 	}
 	switch {
 	case p.Account == "":
@@ -82,43 +82,38 @@ func printable(s string) bool {
 	return true
 }
 
-// Payments is the payment:charge declaration: on the "critical" queue,
+// paymentSpec is the payment:charge declaration: on the "critical" queue,
 // keyed by payment_id, refused again for the payment id window, and
 // throttled for the payment rate window when the same account is charged
 // the same amount under another id.
-var Payments = builtinKind(Define(Spec[Payment]{
-	Type:     TypePayment,
-	Queue:    QueueCritical,
-	Route:    "payments",
-	KeyRule:  "`payment_id` (required); rate rule: account + currency + amount",
-	ID:       func(p Payment) string { return p.PaymentID },
-	Validate: Payment.validate,
-	Unique:   func(w Windows) time.Duration { return w.PaymentID },
-	Rules: func(p Payment, w Windows) ([]*Rule, error) {
-		rate, err := paymentRateKey(p)
-		if err != nil {
-			return nil, err
-		}
-		return []*Rule{{Key: rate, Window: w.PaymentRate}}, nil
-	},
-	MaxRetry:    PaymentMaxRetry,
-	WriteResult: true,
-	Handler: func(d Deps) asynq.Handler {
-		return PaymentHandler{Gateway: d.Gateway, Log: d.Log}
-	},
-}))
+func paymentSpec(w Windows) onceq.Spec[Payment] {
+	return onceq.Spec[Payment]{
+		Type:     TypePayment,
+		Queue:    QueueCritical,
+		Route:    "payments",
+		KeyRule:  "`payment_id` (required); rate rule: account + currency + amount",
+		ID:       func(p Payment) string { return p.PaymentID },
+		Validate: Payment.validate,
+		Unique:   w.PaymentID,
+		Rules: func(p Payment) ([]*onceq.Rule, error) {
+			return []*onceq.Rule{{Key: paymentRateKey(p), Window: w.PaymentRate}}, nil
+		},
+		MaxRetry:    PaymentMaxRetry,
+		WriteResult: true,
+	}
+}
+
+func paymentHandler(d Deps) asynq.Handler {
+	return PaymentHandler{Gateway: d.Gateway, Log: d.Log}
+}
 
 // NewPayment validates p and returns its Job under the default windows.
-func NewPayment(p Payment) (Job, error) { return Payments.Job(p, "", Windows{}) }
+func NewPayment(p Payment) (onceq.Job, error) { j := Payments.Job(p); return j, j.Err }
 
-// paymentRateKey is the rate rule's key. Accounts with spaces or braces
-// are valid; CallerID hashes them into their own space.
-func paymentRateKey(p Payment) (dedup.Key, error) {
-	id, err := dedup.CallerID("payment:rate", p.Account+":"+p.Currency+":"+strconv.FormatInt(p.Amount, 10))
-	if err == nil {
-		return dedup.NewKey("payment:rate", id)
-	}
-	return dedup.Key{}, fmt.Errorf("tasks: new %s: %w: rate key: %w", TypePayment, ErrInvalid, err)
+// paymentRateKey is the rate rule's key: account, currency and amount
+// (onceq hashes an account with spaces or braces into its own space).
+func paymentRateKey(p Payment) onceq.Key {
+	return onceq.Key{Namespace: "payment:rate", ID: p.Account + ":" + p.Currency + ":" + strconv.FormatInt(p.Amount, 10)}
 }
 
 // PaymentHandler charges TypePayment tasks through Gateway, passing the
@@ -133,21 +128,11 @@ type PaymentHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h PaymentHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return withResult(ctx, t, h.process)
+	return onceq.Handle(Payments, h.charge).ProcessTask(ctx, t)
 }
 
-func (h PaymentHandler) process(ctx context.Context, t *asynq.Task) (Charge, error) {
-	var p Payment
-	if err := decodePayload(t, &p); err != nil {
-		return Charge{}, err
-	}
-	if err := p.validate(); err != nil {
-		return Charge{}, permanent(err)
-	}
-	key, err := taskKey(ctx, t, p.PaymentID, nil)
-	if err != nil {
-		return Charge{}, err
-	}
+func (h PaymentHandler) charge(ctx context.Context, p Payment) (Charge, error) {
+	key := downstream(ctx)
 	if h.Gateway == nil {
 		return Charge{}, errors.New("tasks: payment handler has no Gateway")
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 func validPayment() Payment {
@@ -46,8 +46,8 @@ func TestNewPayment(t *testing.T) {
 			t.Parallel()
 			j, err := NewPayment(tt.payment)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewPayment = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewPayment = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -64,7 +64,7 @@ func TestNewPayment(t *testing.T) {
 			if j.Rules[0] == nil || !strings.HasPrefix(j.Rules[0].Key.String(), tt.wantRate) || j.Rules[0].Window != DefaultPaymentRateWindow {
 				t.Fatalf("Rate = %+v, want key %s... for %v", j.Rules[0], tt.wantRate, DefaultPaymentRateWindow)
 			}
-			if _, err := dedup.ParseKey(j.Rules[0].Key.String()); err != nil {
+			if _, err := onceq.ParseKey(j.Rules[0].Key.String()); err != nil {
 				t.Errorf("rate key %q is not a valid key: %v", j.Rules[0].Key, err)
 			}
 		})
@@ -125,8 +125,8 @@ func TestPaymentHandler(t *testing.T) {
 	}
 
 	// The key the middleware claimed is the one sent downstream.
-	claimed, _ := dedup.NewKey(TypePayment, "claimed")
-	if _, err := h.process(dedup.WithKey(context.Background(), claimed), job.Task); err != nil {
+	claimed, _ := onceq.NewKey(TypePayment, "claimed")
+	if err := behindMiddleware(t, h).ProcessTask(context.Background(), keyed(job.Task, claimed)); err != nil {
 		t.Fatal(err)
 	}
 	if ledger.Charges("payment:charge/claimed") != 1 || ledger.Total() != 2 {

@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/tasks"
 )
@@ -20,28 +20,28 @@ import (
 // from many goroutines.
 type decisions struct {
 	mu  sync.Mutex
-	got []dedup.Decision
+	got []onceq.Event
 }
 
-func (d *decisions) observe(_ context.Context, x dedup.Decision) {
+func (d *decisions) observe(_ context.Context, x onceq.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.got = append(d.got, x)
 }
 
-func newProducer(t *testing.T, rdb redis.UniversalClient) (*tasks.Producer, *dedup.RedisStore, *decisions) {
+func newProducer(t *testing.T, rdb redis.UniversalClient) (*onceq.Producer, *onceq.RedisStore, *decisions) {
 	t.Helper()
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &decisions{}
-	return tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: d.observe}), store, d
+	return onceq.NewProducer(rdb, store, onceq.ProducerOptions{Observer: d.observe}), store, d
 }
 
 // mustJob(t)(tasks.NewX(...)) fails the test on a constructor error.
-func mustJob(t *testing.T) func(tasks.Job, error) tasks.Job {
-	return func(j tasks.Job, err error) tasks.Job {
+func mustJob(t *testing.T) func(onceq.Job, error) onceq.Job {
+	return func(j onceq.Job, err error) onceq.Job {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func mustJob(t *testing.T) func(tasks.Job, error) tasks.Job {
 	}
 }
 
-func enqueue(t *testing.T, p *tasks.Producer, j tasks.Job, want tasks.Decision) tasks.Outcome {
+func enqueue(t *testing.T, p *onceq.Producer, j onceq.Job, want onceq.Decision) onceq.Outcome {
 	t.Helper()
 	o, err := p.Enqueue(context.Background(), j)
 	if err != nil {
@@ -66,18 +66,18 @@ func TestWelcomeEmailTwice(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	p, _, d := newProducer(t, rdb)
-	welcome := func() tasks.Job {
+	welcome := func() onceq.Job {
 		return mustJob(t)(tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hi Ada", TraceID: time.Now().String()}))
 	}
-	first := enqueue(t, p, welcome(), tasks.Enqueued)
-	second := enqueue(t, p, welcome(), tasks.Duplicate)
+	first := enqueue(t, p, welcome(), onceq.Enqueued)
+	second := enqueue(t, p, welcome(), onceq.Duplicate)
 	if first.TaskID != taskIDOf(t, first.Key) || second.TaskID != first.TaskID || second.State != "pending" || second.Reason != "already accepted: pending" {
 		t.Fatalf("first %+v, second %+v", first, second)
 	}
 	if n, _ := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(tasks.QueueDefault); n.Pending != 1 {
 		t.Fatalf("%d pending tasks, want 1", n.Pending)
 	}
-	if len(d.got) != 2 || d.got[0].Outcome != dedup.OutcomeEnqueued || d.got[1].Outcome != dedup.OutcomeDuplicate {
+	if len(d.got) != 2 || d.got[0].Outcome != "enqueued" || d.got[1].Outcome != "duplicate" {
 		t.Fatalf("decisions %+v", d.got)
 	}
 }
@@ -90,42 +90,42 @@ func TestPaymentRules(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	p, store, _ := newProducer(t, rdb)
-	pay := func(id string, amount int64) tasks.Job {
+	pay := func(id string, amount int64) onceq.Job {
 		return mustJob(t)(tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-1", Amount: amount, Currency: "EUR"}))
 	}
 	j := pay("pmt-20260628-001", 4200)
-	enqueue(t, p, j, tasks.Enqueued)
+	enqueue(t, p, j, onceq.Enqueued)
 
 	// A worker runs it (as the middleware would).
-	c, err := store.Claim(ctx, j.Key, j.Fingerprint, time.Minute)
-	if err != nil || c.Outcome != dedup.Acquired {
+	c, err := store.Claim(ctx, j.Key, j.Fingerprint, time.Minute, "")
+	if err != nil || c.Outcome != onceq.Acquired {
 		t.Fatal(c, err)
 	}
-	if err := store.Complete(ctx, c.Hold, []byte(`{"charge_id":"ch_1"}`)); err != nil {
+	if err := store.Complete(ctx, c.Hold, []byte(`{"charge_id":"ch_1"}`), 0); err != nil {
 		t.Fatal(err)
 	}
-	dup := enqueue(t, p, pay("pmt-20260628-001", 4200), tasks.Duplicate)
-	if dup.State != tasks.StatusDone || !strings.Contains(dup.Reason, "already processed: done") || string(dup.Result) != `{"charge_id":"ch_1"}` {
+	dup := enqueue(t, p, pay("pmt-20260628-001", 4200), onceq.Duplicate)
+	if dup.State != onceq.StatusDone || !strings.Contains(dup.Reason, "already processed: done") || string(dup.Result) != `{"charge_id":"ch_1"}` {
 		t.Fatalf("duplicate payment: %+v", dup)
 	}
-	th := enqueue(t, p, pay("pmt-20260628-002", 4200), tasks.Throttled)
+	th := enqueue(t, p, pay("pmt-20260628-002", 4200), onceq.Throttled)
 	if th.RetryAfter <= 0 || th.RetryAfter > tasks.DefaultPaymentRateWindow {
 		t.Fatalf("throttled retry after %v", th.RetryAfter)
 	}
-	enqueue(t, p, pay("pmt-20260628-003", 4300), tasks.Enqueued) // another amount is another rule key
+	enqueue(t, p, pay("pmt-20260628-003", 4300), onceq.Enqueued) // another amount is another rule key
 }
 
 func TestScanJobs(t *testing.T) {
 	t.Parallel()
 	p, _, _ := newProducer(t, redistest.Client(t))
-	scan := func(mode string) tasks.Job {
+	scan := func(mode string) onceq.Job {
 		return mustJob(t)(tasks.NewScan(tasks.Scan{Path: "document.pdf", Mode: mode}))
 	}
-	enqueue(t, p, scan("malware"), tasks.Enqueued)
-	enqueue(t, p, scan("full"), tasks.Enqueued) // different content: both run
+	enqueue(t, p, scan("malware"), onceq.Enqueued)
+	enqueue(t, p, scan("full"), onceq.Enqueued) // different content: both run
 	// The same scan inside the scan window is throttled, not a duplicate:
 	// the window, not the job, refuses it.
-	again := enqueue(t, p, scan("malware"), tasks.Throttled)
+	again := enqueue(t, p, scan("malware"), onceq.Throttled)
 	if again.RetryAfter <= 0 || again.RetryAfter > tasks.DefaultFileScanWindow || again.TaskID != "" {
 		t.Fatalf("identical scan inside the window: %+v", again)
 	}
@@ -139,34 +139,22 @@ func TestFileScanWindow(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	p, _, _ := newProducer(t, rdb)
-	scan := func(path string) tasks.Job {
+	scan := func(path string) onceq.Job {
 		return mustJob(t)(tasks.NewScan(tasks.Scan{Path: path, FileID: "file-123"}))
 	}
-	first := enqueue(t, p, scan("a.pdf"), tasks.Enqueued)
-	inside := enqueue(t, p, scan("b.pdf"), tasks.Throttled)
+	first := enqueue(t, p, scan("a.pdf"), onceq.Enqueued)
+	inside := enqueue(t, p, scan("b.pdf"), onceq.Throttled)
 	// A window refusal names no job: the caller could not read it anyway.
 	if inside.TaskID != "" || strings.Contains(inside.Reason, first.Key) || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.DefaultFileScanWindow {
 		t.Fatalf("inside the window: %+v", inside)
 	}
 	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
-	enqueue(t, p, scan("b.pdf"), tasks.Enqueued)
+	enqueue(t, p, scan("b.pdf"), onceq.Enqueued)
 	// a.pdf's job has not run yet: once no window holds, its repeat meets
 	// the pending job itself, a duplicate.
 	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
-	if dup := enqueue(t, p, scan("a.pdf"), tasks.Duplicate); dup.State != tasks.StatusPending {
+	if dup := enqueue(t, p, scan("a.pdf"), onceq.Duplicate); dup.State != onceq.StatusPending {
 		t.Fatalf("repeat of a pending scan after the window: %+v", dup)
-	}
-}
-
-func TestBatchCounts(t *testing.T) {
-	t.Parallel()
-	p, _, _ := newProducer(t, redistest.Client(t))
-	email := func(id string) tasks.Job {
-		return mustJob(t)(tasks.NewEmail(tasks.Email{ID: id, To: "a@example.com", Subject: id, Body: "."}))
-	}
-	r := p.EnqueueBatch(context.Background(), []tasks.Job{email("email-welcome-1"), email("email-welcome-1"), email("email-report-1")})
-	if r.Enqueued != 2 || r.Blocked != 1 || r.Failed != 0 || r.Outcomes[1].Decision != tasks.Duplicate {
-		t.Fatalf("batch: %+v", r)
 	}
 }
 
@@ -209,7 +197,7 @@ func TestUniqueWindowOption(t *testing.T) {
 		{tasks.TypeEmail, `{"id":"w-1","to":"a@example.com","subject":"s","body":"b"}`, 90 * time.Minute},
 		{tasks.TypePayment, `{"payment_id":"p-1","account":"a","amount":1,"currency":"EUR"}`, 48 * time.Hour},
 	} {
-		o := enqueue(t, p, mustJob(t)(cat.Build(c.typ, []byte(c.payload), "")), tasks.Enqueued)
+		o := enqueue(t, p, mustJob(t)(cat.Build(c.typ, []byte(c.payload), "")), onceq.Enqueued)
 		info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(o.Queue, o.TaskID)
 		if err != nil || info.Retention != c.want {
 			t.Fatalf("%s: retention %v (%v), want %v", c.typ, info.Retention, err, c.want)
@@ -227,7 +215,7 @@ func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
 	for _, unique := range []time.Duration{tasks.DefaultUniqueWindow, 0} {
 		j := mustJob(t)(tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Hi", Body: unique.String()}))
 		j.Unique = unique
-		o := enqueue(t, p, j, tasks.Enqueued)
+		o := enqueue(t, p, j, onceq.Enqueued)
 		info, err := insp.GetTaskInfo(j.Queue, o.TaskID)
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +231,7 @@ func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
 // taskIDOf is the asynq task id the producer gives the job with key k.
 func taskIDOf(t *testing.T, key string) string {
 	t.Helper()
-	k, err := dedup.ParseKey(key)
+	k, err := onceq.ParseKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,13 @@
 package tasks
 
 import (
+	"context"
+
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq"
+
+	"github.com/onceq/onceq/pgledger"
 )
 
 // Deps are what the handlers need from the process that runs them.
@@ -16,11 +20,12 @@ type Deps struct {
 	// OutboxDir is where file-backed senders (the mail outbox, the SMS
 	// outbox) write. Default: "outbox".
 	OutboxDir string
-	// Windows of jobs handlers enqueue; Catalog.Register sets it.
-	Windows Windows
 	// Ledger runs transactional tasks (order:fulfil); nil refuses them.
 	Ledger *pgledger.Ledger
 	Log    *zap.Logger
+	// emails builds the jobs webhook routing enqueues, under the catalog's
+	// windows; Catalog.Register sets it.
+	emails *onceq.Typed[Email]
 }
 
 // Queues onceq's catalog uses, for servers and dashboards.
@@ -29,3 +34,9 @@ const (
 	QueueDefault  = "default"
 	QueueLow      = "low"
 )
+
+// Enqueuer is what handlers that fan out (webhook routing) need of the
+// Producer.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, j onceq.Job) (onceq.Outcome, error)
+}

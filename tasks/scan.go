@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // TypeScan scans one file under the scanner's root.
@@ -44,7 +43,7 @@ func (s *Scan) prepare() {
 
 func (s Scan) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, onceq.ErrInvalid}, a...)...)
 	}
 	switch {
 	case s.Path == "":
@@ -66,38 +65,41 @@ func (s Scan) validate() error {
 	return nil
 }
 
-// Scans is the scan:file declaration. The key is the content hash, so a
+// scanSpec is the scan:file declaration. The key is the content hash, so a
 // malware and a full scan of one path are two jobs. The same scan again is
 // throttled for the scan window from first acceptance and accepted after it
 // (a file changes; the seed's rule), so the scan window is also its unique
 // window; a FileID adds the same window across modes.
-var Scans = builtinKind(Define(Spec[Scan]{
-	Type:     TypeScan,
-	Route:    "scans",
-	KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
-	Unique:   func(w Windows) time.Duration { return w.FileScan },
-	Window:   func(w Windows) time.Duration { return w.FileScan },
-	DoneTTL:  func(w Windows) time.Duration { return w.FileScan },
-	Prepare:  (*Scan).prepare,
-	Validate: Scan.validate,
-	Rules: func(s Scan, w Windows) ([]*Rule, error) {
-		if s.FileID == "" {
-			return nil, nil
-		}
-		k, err := dedup.NewKey("file_scan", s.FileID)
-		if err != nil {
-			return nil, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, ErrInvalid, err)
-		}
-		return []*Rule{{Key: k, Window: w.FileScan}}, nil
-	},
-	WriteResult: true,
-	Handler: func(d Deps) asynq.Handler {
-		return ScanHandler{Scanner: d.Scanner, Log: d.Log}
-	},
-}))
+func scanSpec(w Windows) onceq.Spec[Scan] {
+	return onceq.Spec[Scan]{
+		Type:     TypeScan,
+		Route:    "scans",
+		KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
+		Unique:   w.FileScan,
+		Window:   w.FileScan,
+		DoneTTL:  w.FileScan,
+		Prepare:  (*Scan).prepare,
+		Validate: Scan.validate,
+		Rules: func(s Scan) ([]*onceq.Rule, error) {
+			if s.FileID == "" {
+				return nil, nil
+			}
+			k, err := onceq.NewKey("file_scan", s.FileID)
+			if err != nil {
+				return nil, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, onceq.ErrInvalid, err)
+			}
+			return []*onceq.Rule{{Key: k, Window: w.FileScan}}, nil
+		},
+		WriteResult: true,
+	}
+}
+
+func scanHandler(d Deps) asynq.Handler {
+	return ScanHandler{Scanner: d.Scanner, Log: d.Log}
+}
 
 // NewScan validates s and returns its Job under the default windows.
-func NewScan(s Scan) (Job, error) { return Scans.Job(s, "", Windows{}) }
+func NewScan(s Scan) (onceq.Job, error) { j := Scans.Job(s); return j, j.Err }
 
 // ScanHandler runs TypeScan tasks with Scanner.
 type ScanHandler struct {
@@ -107,18 +109,10 @@ type ScanHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h ScanHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return withResult(ctx, t, h.process)
+	return onceq.Handle(Scans, h.scan).ProcessTask(ctx, t)
 }
 
-func (h ScanHandler) process(ctx context.Context, t *asynq.Task) (ScanResult, error) {
-	var s Scan
-	if err := decodePayload(t, &s); err != nil {
-		return ScanResult{}, err
-	}
-	s.prepare()
-	if err := s.validate(); err != nil {
-		return ScanResult{}, permanent(err)
-	}
+func (h ScanHandler) scan(ctx context.Context, s Scan) (ScanResult, error) {
 	if h.Scanner == nil {
 		return ScanResult{}, errors.New("tasks: scan handler has no Scanner")
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq"
 )
 
 func TestNewScan(t *testing.T) {
@@ -40,8 +42,8 @@ func TestNewScan(t *testing.T) {
 			t.Parallel()
 			j, err := NewScan(tt.scan)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewScan = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewScan = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}

@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/onceq/onceq"
 )
 
 // EICARTestString is the industry-standard antivirus test file. Scanner
@@ -114,7 +116,7 @@ func (s *Scanner) Scan(ctx context.Context, path, mode string) (ScanResult, erro
 		if n > 0 {
 			data := buf[carry : carry+n]
 			if total += int64(n); total > maxBytes {
-				return ScanResult{}, permanent(fmt.Errorf("tasks: scan %q: %w: grew over %d bytes", path, ErrInvalid, maxBytes))
+				return ScanResult{}, permanent(fmt.Errorf("tasks: scan %q: %w: grew over %d bytes", path, onceq.ErrInvalid, maxBytes))
 			}
 			h.Write(data)
 			if found == "" {
@@ -194,10 +196,10 @@ func openRegular(root *os.Root, path string, maxBytes int64) (*os.File, error) {
 		return fail(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fail(fmt.Errorf("%w: not a regular file (%s)", ErrInvalid, fi.Mode().Type()))
+		return fail(fmt.Errorf("%w: not a regular file (%s)", onceq.ErrInvalid, fi.Mode().Type()))
 	}
 	if fi.Size() > maxBytes {
-		return fail(fmt.Errorf("%w: %d bytes, over the %d limit", ErrInvalid, fi.Size(), maxBytes))
+		return fail(fmt.Errorf("%w: %d bytes, over the %d limit", onceq.ErrInvalid, fi.Size(), maxBytes))
 	}
 	f, err := root.Open(path)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
+
+	"github.com/onceq/onceq"
 )
 
 // TypeSMS sends one text message. It is the catalog's example of a new task
@@ -36,7 +38,7 @@ type SMS struct {
 
 func (m SMS) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeSMS, ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeSMS, onceq.ErrInvalid}, a...)...)
 	}
 	switch {
 	case !e164RE.MatchString(m.To):
@@ -51,22 +53,25 @@ func (m SMS) validate() error {
 	return nil
 }
 
-// SMSes is the sms:send declaration.
-var SMSes = builtinKind(Define(Spec[SMS]{
-	Type:     TypeSMS,
-	Route:    "sms",
-	KeyRule:  "`id`, else the Idempotency-Key, else the content hash",
-	ID:       func(m SMS) string { return m.ID },
-	SetID:    func(m *SMS, id string) { m.ID = id },
-	Validate: SMS.validate,
-	Handler: func(d Deps) asynq.Handler {
-		dir := d.OutboxDir
-		if dir == "" {
-			dir = "outbox"
-		}
-		return SMSHandler{Dir: filepath.Join(dir, "sms"), Log: d.Log}
-	},
-}))
+// smsSpec is the sms:send declaration.
+func smsSpec(Windows) onceq.Spec[SMS] {
+	return onceq.Spec[SMS]{
+		Type:     TypeSMS,
+		Route:    "sms",
+		KeyRule:  "`id`, else the Idempotency-Key, else the content hash",
+		ID:       func(m SMS) string { return m.ID },
+		SetID:    func(m *SMS, id string) { m.ID = id },
+		Validate: SMS.validate,
+	}
+}
+
+func smsHandler(d Deps) asynq.Handler {
+	dir := d.OutboxDir
+	if dir == "" {
+		dir = "outbox"
+	}
+	return SMSHandler{Dir: filepath.Join(dir, "sms"), Log: d.Log}
+}
 
 // SMSResult is the handler's result.
 type SMSResult struct {
@@ -86,21 +91,11 @@ type SMSHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h SMSHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return withResult(ctx, t, h.process)
+	return onceq.Handle(SMSes, h.send).ProcessTask(ctx, t)
 }
 
-func (h SMSHandler) process(ctx context.Context, t *asynq.Task) (SMSResult, error) {
-	var m SMS
-	if err := decodePayload(t, &m); err != nil {
-		return SMSResult{}, err
-	}
-	if err := m.validate(); err != nil {
-		return SMSResult{}, permanent(err)
-	}
-	key, err := taskKey(ctx, t, m.ID, nil)
-	if err != nil {
-		return SMSResult{}, err
-	}
+func (h SMSHandler) send(ctx context.Context, m SMS) (SMSResult, error) {
+	key := downstream(ctx)
 	sum := sha256.Sum256([]byte(key))
 	res := SMSResult{MessageID: hex.EncodeToString(sum[:16]), To: m.To}
 	res.File = filepath.Join(h.Dir, res.MessageID+".json")

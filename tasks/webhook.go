@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // TypeWebhook processes one event accepted by the ingest API.
@@ -54,17 +54,9 @@ func (wh Webhook) data() json.RawMessage {
 	return b.Data
 }
 
-// validate refuses what the handler would archive: a bad envelope, and the
-// data of an event type it routes that cannot make its follow-up job. Both
-// run route, so the rule is written once.
-func (wh Webhook) validate() error {
-	_, _, err := wh.route(Windows{})
-	return err
-}
-
 func (wh Webhook) checkEnvelope() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeWebhook, ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeWebhook, onceq.ErrInvalid}, a...)...)
 	}
 	switch {
 	case !sourceRE.MatchString(wh.Source):
@@ -82,25 +74,25 @@ func (wh Webhook) checkEnvelope() error {
 		return fail("body is not a JSON object")
 	}
 	// The event id ends up in keys (ours and the routed jobs'): check it now.
-	if _, err := dedup.NewKey(TypeWebhook, wh.webhookID()); err != nil {
+	if _, err := onceq.NewKey(TypeWebhook, wh.webhookID()); err != nil {
 		return fail("event_id: %v", err)
 	}
 	return nil
 }
 
 // route checks wh and returns the follow-up job its event type calls for,
-// under windows w. routed is false for a type no route takes: such events
+// built by emails. routed is false for a type no route takes: such events
 // are acknowledged and ignored, so they are valid whatever their data.
-func (wh Webhook) route(w Windows) (job Job, routed bool, err error) {
+func (wh Webhook) route(emails *onceq.Typed[Email]) (job onceq.Job, routed bool, err error) {
 	if err := wh.checkEnvelope(); err != nil {
-		return Job{}, false, err
+		return onceq.Job{}, false, err
 	}
 	switch wh.Type {
 	case EventUserCreated:
-		job, err = wh.welcome(w)
+		job, err = wh.welcome(emails)
 		return job, true, err
 	}
-	return Job{}, false, nil
+	return onceq.Job{}, false, nil
 }
 
 // webhookPrint is what an event's fingerprint covers.
@@ -117,28 +109,36 @@ func (wh Webhook) webhookPrint() any {
 // sender only.
 func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
 
-// Webhooks is the webhook:process declaration. The key is the source plus
+// webhookSpec is the webhook:process declaration. Its Validate refuses what
+// the handler would archive: a bad envelope, and the data of an event type
+// it routes that cannot make its follow-up job; both run route. The key is the source plus
 // the sender's event id, both from the signed body: a redelivery is a
 // duplicate whatever its Idempotency-Key, and two senders never collide.
-var Webhooks = builtinKind(Define(Spec[Webhook]{
-	Type:        TypeWebhook,
-	KeyRule:     "`source` + `:` + `event_id` (from the signed body; `attempt`, `received_at` left out)",
-	ID:          Webhook.webhookID,
-	Fingerprint: Webhook.webhookPrint,
-	Prepare: func(w *Webhook) {
-		if len(w.Data) == 0 {
-			// With a Body, the data stays in it: one copy of the sender's bytes.
-			w.Data = nil // marshals as null; an empty RawMessage does not marshal
-		}
-	},
-	Validate: Webhook.validate,
-	Handler: func(d Deps) asynq.Handler {
-		return WebhookHandler{Enqueuer: d.Enqueuer, Windows: d.Windows, Log: d.Log}
-	},
-}))
+func webhookSpec(emails *onceq.Typed[Email]) onceq.Spec[Webhook] {
+	return onceq.Spec[Webhook]{
+		Type:        TypeWebhook,
+		KeyRule:     "`source` + `:` + `event_id` (from the signed body; `attempt`, `received_at` left out)",
+		ID:          Webhook.webhookID,
+		Fingerprint: Webhook.webhookPrint,
+		Prepare: func(wh *Webhook) {
+			if len(wh.Data) == 0 {
+				// With a Body, the data stays in it: one copy of the sender's bytes.
+				wh.Data = nil // marshals as null; an empty RawMessage does not marshal
+			}
+		},
+		Validate: func(wh Webhook) error {
+			_, _, err := wh.route(emails)
+			return err
+		},
+	}
+}
+
+func webhookHandler(d Deps) asynq.Handler {
+	return WebhookHandler{Enqueuer: d.Enqueuer, Emails: d.emails, Log: d.Log}
+}
 
 // NewWebhook validates w and returns its Job under the default windows.
-func NewWebhook(w Webhook) (Job, error) { return Webhooks.Job(w, "", Windows{}) }
+func NewWebhook(w Webhook) (onceq.Job, error) { j := Webhooks.Job(w); return j, j.Err }
 
 // Event types WebhookHandler routes.
 const EventUserCreated = "user.created"
@@ -153,40 +153,36 @@ type UserCreated struct {
 // WebhookResult is the webhook handler's result: Routed, Outcome and TaskID
 // for a routed event, Ignored and Type for one no route takes.
 type WebhookResult struct {
-	Routed  string   `json:"routed,omitempty"`
-	Outcome Decision `json:"outcome,omitempty"`
-	TaskID  string   `json:"task_id,omitempty"`
-	Ignored bool     `json:"ignored,omitempty"`
-	Type    string   `json:"type,omitempty"`
+	Routed  string         `json:"routed,omitempty"`
+	Outcome onceq.Decision `json:"outcome,omitempty"`
+	TaskID  string         `json:"task_id,omitempty"`
+	Ignored bool           `json:"ignored,omitempty"`
+	Type    string         `json:"type,omitempty"`
 }
 
 // WebhookHandler routes TypeWebhook events by type to follow-up jobs.
 type WebhookHandler struct {
 	Enqueuer Enqueuer
-	// Windows of the jobs it enqueues. Default: the defaults.
-	Windows Windows
-	Log     *zap.Logger
+	// Emails builds the welcome emails it enqueues. Default: Emails.
+	Emails *onceq.Typed[Email]
+	Log    *zap.Logger
 }
 
 // ProcessTask implements asynq.Handler.
 func (h WebhookHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return withResult(ctx, t, h.process)
+	return onceq.Handle(Webhooks, h.route).ProcessTask(ctx, t)
 }
 
-func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResult, error) {
-	var wh Webhook
-	if err := decodePayload(t, &wh); err != nil {
-		return WebhookResult{}, err
+func (h WebhookHandler) route(ctx context.Context, wh Webhook) (WebhookResult, error) {
+	emails := h.Emails
+	if emails == nil {
+		emails = Emails
 	}
-	// The same check as at ingest: a guard for tasks enqueued past the catalog.
-	job, routed, err := wh.route(h.Windows)
-	if err != nil {
-		return WebhookResult{}, permanent(err)
-	}
-	key, err := taskKey(ctx, t, wh.webhookID(), dedup.VolatileFields(wh))
+	job, routed, err := wh.route(emails)
 	if err != nil {
 		return WebhookResult{}, err
 	}
+	key := downstream(ctx)
 	log := logger(h.Log).With(zap.String("key", key), zap.String("event_type", wh.Type))
 	if !routed {
 		// Acknowledge what nobody routes: a retry would not change the answer.
@@ -207,39 +203,39 @@ func (h WebhookHandler) process(ctx context.Context, t *asynq.Task) (WebhookResu
 // welcome is the welcome email of a user.created event, keyed by source and
 // event id so a redelivered event does not welcome twice and two senders
 // never collide.
-func (wh Webhook) welcome(w Windows) (Job, error) {
-	fail := func(err error) (Job, error) {
-		return Job{}, fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
+func (wh Webhook) welcome(emails *onceq.Typed[Email]) (onceq.Job, error) {
+	fail := func(err error) (onceq.Job, error) {
+		return onceq.Job{}, fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
 	}
 	data := wh.data()
 	if len(data) == 0 {
-		return fail(fmt.Errorf("%w: no data", ErrInvalid))
+		return fail(fmt.Errorf("%w: no data", onceq.ErrInvalid))
 	}
 	var u UserCreated
 	// Not strict: senders add fields to their events, and that must not
 	// refuse them. Wrong types and missing fields still fail.
 	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&u); err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrInvalid, err))
+		return fail(fmt.Errorf("%w: %v", onceq.ErrInvalid, err))
 	}
 	switch {
 	case u.UserID == "":
-		return fail(fmt.Errorf("%w: user_id is missing or empty", ErrInvalid))
+		return fail(fmt.Errorf("%w: user_id is missing or empty", onceq.ErrInvalid))
 	case u.Email == "":
-		return fail(fmt.Errorf("%w: email is missing or empty", ErrInvalid))
+		return fail(fmt.Errorf("%w: email is missing or empty", onceq.ErrInvalid))
 	}
 	subject, greeting := "Welcome", "Hi,"
 	if u.Name != "" {
 		subject, greeting = "Welcome, "+u.Name, "Hi "+u.Name+","
 	}
 	// Emails.Job refuses a bad address or a name that would break the subject.
-	j, err := Emails.Job(Email{
+	j := emails.Job(Email{
 		ID:      "welcome-" + wh.webhookID(),
 		To:      u.Email,
 		Subject: subject,
 		Body:    greeting + "\n\nwelcome aboard: your account is ready.\n",
-	}, "", w)
-	if err != nil {
-		return fail(err)
+	})
+	if j.Err != nil {
+		return fail(j.Err)
 	}
 	return j, nil
 }

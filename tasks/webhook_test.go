@@ -9,32 +9,34 @@ import (
 	"testing"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq"
 )
 
 // fakeEnqueuer records Jobs and enqueues each key once, like the Producer.
 type fakeEnqueuer struct {
 	err  error
 	mu   sync.Mutex
-	jobs []Job
+	jobs []onceq.Job
 	seen map[string]bool
 }
 
-func (f *fakeEnqueuer) Enqueue(_ context.Context, j Job) (Outcome, error) {
+func (f *fakeEnqueuer) Enqueue(_ context.Context, j onceq.Job) (onceq.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return Outcome{}, f.err
+		return onceq.Outcome{}, f.err
 	}
 	f.jobs = append(f.jobs, j)
 	if f.seen == nil {
 		f.seen = map[string]bool{}
 	}
-	d := Enqueued
+	d := onceq.Enqueued
 	if f.seen[j.Key.String()] {
-		d = Duplicate
+		d = onceq.Duplicate
 	}
 	f.seen[j.Key.String()] = true
-	return Outcome{Decision: d, Key: j.Key.String(), TaskID: j.Key.String(), Queue: j.Queue}, nil
+	return onceq.Outcome{Decision: d, Key: j.Key.String(), TaskID: j.Key.String(), Queue: j.Queue}, nil
 }
 
 func userCreated(eventID string, data string) Webhook {
@@ -95,10 +97,10 @@ func TestNewWebhook(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			j, err := Webhooks.Job(tt.webhook, tt.idem, Windows{})
+			j, err := buildJob(Webhooks, tt.webhook, tt.idem)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewWebhook = %v; want ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewWebhook = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -146,7 +148,7 @@ func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (WebhookResult{Routed: TypeEmail, Outcome: Enqueued, TaskID: "email:send/welcome-auth0:evt_1"}) {
+	if res != (WebhookResult{Routed: TypeEmail, Outcome: onceq.Enqueued, TaskID: "email:send/welcome-auth0:evt_1"}) {
 		t.Errorf("result = %+v", res)
 	}
 	if len(enq.jobs) != 1 {
@@ -167,7 +169,7 @@ func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != Duplicate || len(enq.jobs) != 2 || enq.jobs[1].Key != j.Key {
+	if res.Outcome != onceq.Duplicate || len(enq.jobs) != 2 || enq.jobs[1].Key != j.Key {
 		t.Errorf("redelivery: result %+v, jobs %d; want the same email key, a duplicate", res, len(enq.jobs))
 	}
 	if err := h.ProcessTask(context.Background(), first.Task); err != nil {

@@ -2,7 +2,10 @@ package tasks
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/onceq/onceq"
 )
 
 // Windows are the catalog's time windows. config reads them from ONCEQ_*
@@ -21,7 +24,7 @@ type Windows struct {
 	// the scan's unique window and done TTL. Default: 30s.
 	FileScan time.Duration
 	// OnRepeat overrides task types' repeat policies (ONCEQ_ON_REPEAT).
-	OnRepeat map[string]Repeat
+	OnRepeat map[string]onceq.Repeat
 }
 
 // Default windows.
@@ -53,4 +56,27 @@ func (w Windows) validate() error {
 		}
 	}
 	return nil
+}
+
+// ParseRepeats reads ONCEQ_ON_REPEAT: a comma list of TYPE=POLICY.
+func ParseRepeats(s string) (map[string]onceq.Repeat, error) {
+	out := map[string]onceq.Repeat{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		typ, pol, ok := strings.Cut(item, "=")
+		if !ok || typ == "" {
+			return nil, fmt.Errorf("tasks: repeat policy %q: want TYPE=POLICY", item)
+		}
+		if _, dup := out[typ]; dup {
+			return nil, fmt.Errorf("tasks: repeat policy for %q given twice", typ)
+		}
+		r, err := onceq.ParseRepeat(pol)
+		if err != nil {
+			return nil, err
+		}
+		out[typ] = r
+	}
+	return out, nil
 }

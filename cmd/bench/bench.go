@@ -14,7 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redisproc"
 	"github.com/onceq/onceq/tasks"
 )
@@ -50,14 +50,28 @@ type bench struct {
 	env      *redisEnv
 	run      string
 	taskType string // also the dedup namespace
+	catalog  *onceq.Catalog
 	seq      int
+}
+
+// benchEmail is the payload every side sends.
+type benchEmail struct {
+	ID       string `json:"id"`
+	To       string `json:"to"`
+	Subject  string `json:"subject"`
+	Template string `json:"template"`
 }
 
 func newBench(cfg config, env *redisEnv) *bench {
 	var b [3]byte
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	return &bench{cfg: cfg, env: env, run: id, taskType: "bench-" + id + ":noop"}
+	typ := "bench-" + id + ":noop"
+	cat, err := onceq.NewCatalog(onceq.Define(onceq.Spec[benchEmail]{Type: typ, ID: func(e benchEmail) string { return e.ID }}).Kind)
+	if err != nil {
+		panic(err) // one valid kind
+	}
+	return &bench{cfg: cfg, env: env, run: id, taskType: typ, catalog: cat}
 }
 
 func (b *bench) logf(format string, a ...any) {
@@ -111,25 +125,20 @@ func (b *bench) plainTask(queue string, i int) (string, *asynq.Task) {
 	return id, asynq.NewTask(b.taskType, p)
 }
 
-// job is what a tasks constructor builds: key and fingerprint from
-// dedup.Derive, carried in the headers, default unique window. The
-// Producer sends only the fingerprint header: the task id is the key.
-func (b *bench) job(queue string, i int) (tasks.Job, error) {
+// job is what a Spec builds of item i (key from its id, default unique
+// window), on queue. The Producer sends its task without the key header:
+// the task id is the key.
+func (b *bench) job(queue string, i int) (onceq.Job, error) {
 	_, p := b.payload(queue, i)
-	k, fp, err := dedup.Derive(b.taskType, p, "", nil)
-	if err != nil {
-		return tasks.Job{}, err
-	}
-	t := asynq.NewTaskWithHeaders(b.taskType, p, map[string]string{
-		dedup.HeaderKey: k.String(), dedup.HeaderFingerprint: fp,
-	})
-	return tasks.Job{Task: t, Key: k, Fingerprint: fp, Queue: queue, Unique: tasks.DefaultUniqueWindow}, nil
+	j, err := b.catalog.Build(b.taskType, p, "")
+	j.Queue = queue
+	return j, err
 }
 
 // ruleKey is a window or rate key of its own for item i, so every measured
 // enqueue is a first one.
-func (b *bench) ruleKey(kind, queue string, i int) dedup.Key {
-	k, err := dedup.NewKey("bench-"+b.run+":"+kind, fmt.Sprintf("%s-%d", queue, i))
+func (b *bench) ruleKey(kind, queue string, i int) onceq.Key {
+	k, err := onceq.NewKey("bench-"+b.run+":"+kind, fmt.Sprintf("%s-%d", queue, i))
 	if err != nil {
 		panic(err) // built from our own safe names
 	}
@@ -164,14 +173,14 @@ func parallel(n, g int, fn func(i int) error) error {
 }
 
 // fill pre-enqueues n tasks for side into queue, as that side's producer
-// would: plain tasks, TaskID+Retention tasks, or through tasks.Producer.
+// would: plain tasks, TaskID+Retention tasks, or through onceq.Producer.
 func (b *bench) fill(ctx context.Context, side, queue string, n int) error {
 	client := asynq.NewClientFromRedisClient(b.env.admin)
-	store, err := dedup.NewRedisStore(b.env.admin, dedup.Options{})
+	store, err := onceq.NewRedisStore(b.env.admin, onceq.StoreOptions{})
 	if err != nil {
 		return err
 	}
-	prod := tasks.NewProducer(b.env.admin, store, tasks.ProducerOptions{})
+	prod := onceq.NewProducer(b.env.admin, store, onceq.ProducerOptions{})
 	return parallel(n, 16, func(i int) error {
 		switch side {
 		case sideBare:
@@ -189,7 +198,7 @@ func (b *bench) fill(ctx context.Context, side, queue string, n int) error {
 			return err
 		}
 		o, err := prod.Enqueue(ctx, j)
-		if err == nil && o.Decision != tasks.Enqueued {
+		if err == nil && o.Decision != onceq.Enqueued {
 			err = fmt.Errorf("fill %s: %s %s", queue, o.Decision, o.Reason)
 		}
 		return err

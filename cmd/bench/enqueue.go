@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -28,14 +29,14 @@ const (
 type enqueuer struct {
 	trips    *tripCounter
 	client   *asynq.Client
-	producer *tasks.Producer
+	producer *onceq.Producer
 	close    func()
 }
 
 func (b *bench) newEnqueuer() (*enqueuer, error) {
 	trips := &tripCounter{}
 	rdb := b.env.client(trips)
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -47,7 +48,7 @@ func (b *bench) newEnqueuer() (*enqueuer, error) {
 	return &enqueuer{
 		trips:    trips,
 		client:   asynq.NewClientFromRedisClient(rdb),
-		producer: tasks.NewProducer(rdb, store, tasks.ProducerOptions{}),
+		producer: onceq.NewProducer(rdb, store, onceq.ProducerOptions{}),
 		close:    func() { rdb.Close() },
 	}, nil
 }
@@ -73,7 +74,9 @@ func (b *bench) prepare(e *enqueuer, side, queue string, n int) ([]op, error) {
 				if err != nil {
 					return nil, err
 				}
-				t = asynq.NewTaskWithHeaders(t.Type(), t.Payload(), map[string]string{dedup.HeaderFingerprint: j.Fingerprint})
+				h := maps.Clone(j.Task.Headers())
+				maps.DeleteFunc(h, func(_, v string) bool { return v == j.Key.String() }) // the key header
+				t = asynq.NewTaskWithHeaders(t.Type(), t.Payload(), h)
 			}
 			ops[i] = func(ctx context.Context) error {
 				_, err := e.client.EnqueueContext(ctx, t, opts...)
@@ -87,16 +90,16 @@ func (b *bench) prepare(e *enqueuer, side, queue string, n int) ([]op, error) {
 		}
 		switch side {
 		case enqWindow:
-			j.Rules = []*tasks.Rule{{Key: b.ruleKey("win", queue, i), Window: tasks.DefaultFileScanWindow}}
+			j.Rules = []*onceq.Rule{{Key: b.ruleKey("win", queue, i), Window: tasks.DefaultFileScanWindow}}
 		case enqRate:
-			j.Rules = []*tasks.Rule{{Key: b.ruleKey("rate", queue, i), Window: tasks.DefaultPaymentRateWindow}}
+			j.Rules = []*onceq.Rule{{Key: b.ruleKey("rate", queue, i), Window: tasks.DefaultPaymentRateWindow}}
 		}
-		ops[i] = producerOp(e.producer, j, tasks.Enqueued)
+		ops[i] = producerOp(e.producer, j, onceq.Enqueued)
 	}
 	return ops, nil
 }
 
-func producerOp(p *tasks.Producer, j tasks.Job, want tasks.Decision) op {
+func producerOp(p *onceq.Producer, j onceq.Job, want onceq.Decision) op {
 	return func(ctx context.Context) error {
 		o, err := p.Enqueue(ctx, j)
 		if err == nil && o.Decision != want {
@@ -222,8 +225,8 @@ func (b *bench) duplicates(ctx context.Context) ([]group, error) {
 				if err != nil {
 					return nil, err
 				}
-				first[i] = producerOp(e.producer, j, tasks.Enqueued)
-				again[i] = producerOp(e.producer, j, tasks.Duplicate)
+				first[i] = producerOp(e.producer, j, onceq.Enqueued)
+				again[i] = producerOp(e.producer, j, onceq.Duplicate)
 			}
 			ss, err := b.interleave(ctx, e, [][]op{first, again}, g, r, false)
 			b.cleanup(context.WithoutCancel(ctx), q)

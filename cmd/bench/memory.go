@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-
-	"github.com/onceq/onceq/dedup"
 )
 
 // MemoryResult is Redis memory per retained item, from MEMORY USAGE.
@@ -72,10 +70,11 @@ func (b *bench) memory(ctx context.Context) (MemoryResult, error) {
 	var recSum, taskSum float64
 	for i := 0; i < n; i += step {
 		id, p := b.payload(q, i)
-		k, _, err := dedup.Derive(b.taskType, p, "", nil)
+		j, err := b.catalog.Build(b.taskType, p, "")
 		if err != nil {
 			return res, err
 		}
+		k := j.Key
 		rec, err := usage("onceq:{" + k.String() + "}:rec")
 		if err != nil {
 			return res, fmt.Errorf("record of %s (key layout changed?): %w", id, err)

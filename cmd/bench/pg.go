@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/pgledger"
 )
 
 // Sides of the transactional comparison (bench -pg).
@@ -71,7 +71,7 @@ func runPG(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	plain := pgledger.New(ledger.Pool(), pgledger.Options{NoRecord: true})
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		return err
 	}
@@ -107,12 +107,13 @@ func runPG(ctx context.Context, args []string, out io.Writer) error {
 
 // pgRound enqueues n tasks on a fresh queue, then times one server
 // processing all of them.
-func pgRound(ctx context.Context, rdb *redis.Client, store dedup.Store, l *pgledger.Ledger, side, queue string, n, conc int) (float64, error) {
+func pgRound(ctx context.Context, rdb *redis.Client, store onceq.Store, l *pgledger.Ledger, side, queue string, n, conc int) (float64, error) {
 	client := asynq.NewClientFromRedisClient(rdb)
 	for i := range n {
-		key := fmt.Sprintf("bench:pg/%s-%d", queue, i)
-		t := asynq.NewTaskWithHeaders("bench:pg", []byte(`{"i":`+fmt.Sprint(i)+`}`), map[string]string{dedup.HeaderKey: key})
-		if _, err := client.EnqueueContext(ctx, t, asynq.Queue(queue)); err != nil {
+		// The task id carries the key, as the Producer sends it.
+		key := onceq.Key{Namespace: "bench:pg", ID: fmt.Sprintf("%s-%d", queue, i)}
+		t := asynq.NewTask("bench:pg", []byte(`{"i":`+fmt.Sprint(i)+`}`))
+		if _, err := client.EnqueueContext(ctx, t, asynq.Queue(queue), asynq.TaskID(key.TaskID())); err != nil {
 			return 0, err
 		}
 	}
@@ -126,8 +127,8 @@ func pgRound(ctx context.Context, rdb *redis.Client, store dedup.Store, l *pgled
 	var h asynq.Handler = asynq.HandlerFunc(func(context.Context, *asynq.Task) error { tick(); return nil })
 	if l != nil {
 		h = l.Handler(pgledger.TxHandlerFunc(func(ctx context.Context, tx pgx.Tx, t *asynq.Task) ([]byte, error) {
-			k, _ := dedup.KeyFromContext(ctx)
-			_, err := tx.Exec(ctx, `INSERT INTO bench_effects (key, n) VALUES ($1, 1)`, k.String())
+			run, _ := onceq.RunFromContext(ctx)
+			_, err := tx.Exec(ctx, `INSERT INTO bench_effects (key, n) VALUES ($1, 1)`, run.Key.String())
 			if err == nil {
 				defer tick()
 			}
@@ -135,25 +136,18 @@ func pgRound(ctx context.Context, rdb *redis.Client, store dedup.Store, l *pgled
 		}))
 	}
 	mux := asynq.NewServeMux()
-	var mw *dedup.Middleware
-	if side != pgBare {
-		var err error
-		if mw, err = dedup.NewMiddleware(store, dedup.MiddlewareOptions{}); err != nil {
-			return 0, err
-		}
-		mux.Use(mw.Wrap)
-	}
 	mux.Handle("bench:pg", h)
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+	srv, err := newServer(side != pgBare, rdb, store, asynq.Config{
 		Concurrency: conc, Queues: map[string]int{queue: 1}, TaskCheckInterval: 10 * time.Millisecond,
-		IsFailure: dedup.IsFailure, RetryDelayFunc: dedup.RetryDelay(nil),
 		Logger: quietLogger{w: io.Discard}, LogLevel: asynq.ErrorLevel,
 	})
+	if err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	if err := srv.Start(mux); err != nil {
 		return 0, err
 	}
-	var err error
 	select {
 	case <-done:
 	case <-time.After(5 * time.Minute):
@@ -162,10 +156,7 @@ func pgRound(ctx context.Context, rdb *redis.Client, store dedup.Store, l *pgled
 		err = ctx.Err()
 	}
 	elapsed := time.Since(start)
-	srv.Shutdown()
-	if mw != nil {
-		mw.Shutdown(context.Background())
-	}
+	_ = srv.Shutdown(context.Background())
 	return float64(n) / elapsed.Seconds(), err
 }
 

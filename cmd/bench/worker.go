@@ -12,14 +12,14 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 )
 
 // Sides of the processing comparison.
 const (
 	sideBare     = "asynq"    // plain tasks, no-op handler
 	sideRetained = "asynq+id" // tasks with TaskID + Retention as onceq enqueues them, no middleware
-	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside dedup.Middleware, as cmd/worker runs them
+	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside onceq.Middleware, as cmd/worker runs them
 	taskCheck    = 10 * time.Millisecond
 )
 
@@ -29,14 +29,14 @@ const (
 type workerHost struct {
 	rdb   *redis.Client
 	trips *tripCounter
-	store *dedup.RedisStore
+	store *onceq.RedisStore
 	warn  io.Writer
 }
 
 func newWorkerHost(env *redisEnv, warn io.Writer) (*workerHost, error) {
 	trips := &tripCounter{}
 	rdb := env.client(trips)
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -48,8 +48,7 @@ func (h *workerHost) Close() { h.rdb.Close() }
 
 // serverRun is one asynq server processing one queue until stopped.
 type serverRun struct {
-	srv    *asynq.Server
-	mw     *dedup.Middleware
+	srv    server
 	mux    *asynq.ServeMux
 	host   *workerHost
 	side   string
@@ -63,23 +62,17 @@ type serverRun struct {
 func (h *workerHost) prepare(side, queue, taskType string, concurrency int, target int64) (*serverRun, error) {
 	r := &serverRun{host: h, side: side, target: target, done: make(chan struct{})}
 	r.mux = asynq.NewServeMux()
-	if side == sideOnceq {
-		mw, err := dedup.NewMiddleware(h.store, dedup.MiddlewareOptions{})
-		if err != nil {
-			return nil, err
-		}
-		r.mw = mw
-		r.mux.Use(mw.Wrap)
-	}
-	r.srv = asynq.NewServerFromRedisClient(h.rdb, asynq.Config{
+	var err error
+	r.srv, err = newServer(side == sideOnceq, h.rdb, h.store, asynq.Config{
 		Concurrency:       concurrency,
 		Queues:            map[string]int{queue: 1},
 		TaskCheckInterval: taskCheck,
-		IsFailure:         dedup.IsFailure,
-		RetryDelayFunc:    dedup.RetryDelay(nil),
 		Logger:            quietLogger{w: h.warn},
 		LogLevel:          asynq.WarnLevel,
 	})
+	if err != nil {
+		return nil, err
+	}
 	r.mux.HandleFunc(taskType, func(context.Context, *asynq.Task) error {
 		n := r.count.Add(1)
 		r.last.Store(time.Now().UnixNano())
@@ -101,10 +94,25 @@ func (r *serverRun) start() (err error) {
 }
 
 func (r *serverRun) stop() {
-	r.srv.Shutdown()
-	if r.mw != nil {
-		r.mw.Shutdown(context.Background())
+	_ = r.srv.Shutdown(context.Background())
+}
+
+// server is an onceq.Server or a bare asynq one.
+type server interface {
+	Start(asynq.Handler) error
+	Shutdown(context.Context) error
+}
+
+type bareServer struct{ *asynq.Server }
+
+func (b bareServer) Shutdown(context.Context) error { b.Server.Shutdown(); return nil }
+
+// newServer is onceq's server (with onceq) or asynq's own on rdb.
+func newServer(withOnceq bool, rdb redis.UniversalClient, store onceq.Store, cfg asynq.Config) (server, error) {
+	if withOnceq {
+		return onceq.NewServer(rdb, store, cfg, onceq.MiddlewareOptions{})
 	}
+	return bareServer{asynq.NewServerFromRedisClient(rdb, cfg)}, nil
 }
 
 // quietLogger keeps asynq's warnings and errors, drops the chatter.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -23,8 +23,8 @@ type batchLine struct {
 
 // readBatch checks every line before anything is enqueued: a bad file
 // enqueues nothing, and the error names its line.
-func readBatch(c *tasks.Catalog, in io.Reader) ([]tasks.Job, error) {
-	var jobs []tasks.Job
+func readBatch(c *tasks.Catalog, in io.Reader) ([]onceq.Job, error) {
+	var jobs []onceq.Job
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 2<<20)
 	n := 0
@@ -35,7 +35,7 @@ func readBatch(c *tasks.Catalog, in io.Reader) ([]tasks.Job, error) {
 			continue
 		}
 		var bl batchLine
-		if err := tasks.Decode([]byte(line), &bl); err != nil {
+		if err := onceq.Decode([]byte(line), &bl); err != nil {
 			return nil, fmt.Errorf("batch line %d: %w", n, err)
 		}
 		j, err := c.Build(bl.Type, bl.Payload, bl.IdempotencyKey)
@@ -50,8 +50,8 @@ func readBatch(c *tasks.Catalog, in io.Reader) ([]tasks.Job, error) {
 	return jobs, nil
 }
 
-func batch(ctx context.Context, p *tasks.Producer, jobs []tasks.Job, out io.Writer) error {
-	r := p.EnqueueBatch(ctx, jobs)
+func batch(ctx context.Context, p *onceq.Producer, jobs []onceq.Job, out io.Writer) error {
+	r := enqueueBatch(ctx, p, jobs)
 	for i, o := range r.Outcomes {
 		if r.Errors[i] != nil {
 			fmt.Fprintf(out, "error %s: %v\n", jobs[i].Key, r.Errors[i])
@@ -69,9 +69,9 @@ func batch(ctx context.Context, p *tasks.Producer, jobs []tasks.Job, out io.Writ
 	return nil
 }
 
-func printOutcome(w io.Writer, o tasks.Outcome) {
+func printOutcome(w io.Writer, o onceq.Outcome) {
 	switch o.Decision {
-	case tasks.Enqueued:
+	case onceq.Enqueued:
 		fmt.Fprintf(w, "enqueued %s as task %s on queue %s", o.Key, o.TaskID, o.Queue)
 		if o.Incarnation > 1 {
 			fmt.Fprintf(w, " (incarnation %d: the earlier job failed for good)", o.Incarnation)
@@ -80,10 +80,10 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 			fmt.Fprint(w, " (replaced its job that had not started)")
 		}
 		fmt.Fprintln(w)
-	case tasks.Duplicate:
+	case onceq.Duplicate:
 		// The job that holds the key, by its key where its task id is one.
 		existing := o.TaskID
-		if k, err := dedup.KeyFromTaskID(o.TaskID); err == nil {
+		if k, err := onceq.ParseKey(o.TaskID); err == nil {
 			existing = k.String()
 		}
 		fmt.Fprintf(w, "duplicate of %s: %s", existing, o.Reason)
@@ -91,9 +91,9 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 			fmt.Fprintf(w, "; result %s", o.Result)
 		}
 		fmt.Fprintln(w)
-	case tasks.Conflict:
+	case onceq.Conflict:
 		fmt.Fprintf(w, "conflict %s: %s\n", o.Key, o.Reason)
-	case tasks.Throttled:
+	case onceq.Throttled:
 		after := o.RetryAfter.Round(time.Second)
 		if after == 0 {
 			after = o.RetryAfter.Round(time.Millisecond)
@@ -103,7 +103,7 @@ func printOutcome(w io.Writer, o tasks.Outcome) {
 }
 
 // status prints the one status model, as GET /v1/jobs does.
-func status(ctx context.Context, p *tasks.Producer, k dedup.Key, out io.Writer) error {
+func status(ctx context.Context, p *onceq.Producer, k onceq.Key, out io.Writer) error {
 	st, err := p.Status(ctx, k)
 	if err != nil {
 		return err
@@ -111,4 +111,34 @@ func status(ctx context.Context, p *tasks.Producer, k dedup.Key, out io.Writer) 
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(st)
+}
+// batchResult is the per-item outcome of enqueueBatch and its counts.
+type batchResult struct {
+	Outcomes []onceq.Outcome
+	Errors   []error // Errors[i] is set when item i failed outright
+	Enqueued int
+	Blocked  int // duplicates and throttled
+	Conflict int // keys accepted before with other content
+	Failed   int
+}
+
+// enqueueBatch enqueues each job in order (a later job is a duplicate of an
+// earlier one in the same batch) and reports per-item outcomes.
+func enqueueBatch(ctx context.Context, p *onceq.Producer, jobs []onceq.Job) batchResult {
+	r := batchResult{Outcomes: make([]onceq.Outcome, len(jobs)), Errors: make([]error, len(jobs))}
+	for i, j := range jobs {
+		o, err := p.Enqueue(ctx, j)
+		r.Outcomes[i], r.Errors[i] = o, err
+		switch {
+		case err != nil:
+			r.Failed++
+		case o.Decision == onceq.Enqueued:
+			r.Enqueued++
+		case o.Decision == onceq.Conflict:
+			r.Conflict++
+		default:
+			r.Blocked++
+		}
+	}
+	return r
 }

@@ -11,9 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
-	"github.com/onceq/onceq/tasks"
 )
 
 // cli runs the producer as main does, with the given stdin.
@@ -85,21 +84,21 @@ func TestStatusAndSingleCommands(t *testing.T) {
 	}
 
 	// Simulate the worker finishing the first one, then ask.
-	store, _ := dedup.NewRedisStore(srv.Client(t), dedup.Options{})
-	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}
-	c, _ := store.Claim(context.Background(), k, "", time.Minute)
-	if err := store.Complete(context.Background(), c.Hold, []byte(`{"charge_id":"ch_9"}`)); err != nil {
+	store, _ := onceq.NewRedisStore(srv.Client(t), onceq.StoreOptions{})
+	k := onceq.Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}
+	c, _ := store.Claim(context.Background(), k, "", time.Minute, "")
+	if err := store.Complete(context.Background(), c.Hold, []byte(`{"charge_id":"ch_9"}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	out, err = cli(t, "", "status", k.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s tasks.JobStatus
+	var s onceq.JobStatus
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("status output %s: %v", out, err)
 	}
-	if !s.Processed || s.State != tasks.StatusDone || s.TaskState == nil || *s.TaskState != "pending" ||
+	if !s.Processed || s.State != onceq.StatusDone || s.TaskState == nil || *s.TaskState != "pending" ||
 		s.Queue == nil || *s.Queue != "critical" || s.CompletedAt == nil {
 		t.Fatalf("status: %+v", s)
 	}

@@ -171,7 +171,11 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 
 func typeNames() []string {
 	var names []string
-	for _, k := range tasks.Builtin() {
+	c, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		panic(err) // the built-in catalog under default windows is valid
+	}
+	for _, k := range c.Kinds() {
 		names = append(names, k.Type)
 	}
 	return names

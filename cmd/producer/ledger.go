@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq/pgledger"
 )
 
 // withLedger makes status reads of store consult the Postgres ledger, the
 // source of truth for transactional tasks, when one is configured.
-func withLedger(ctx context.Context, pg config.Postgres, store dedup.Store) (dedup.Store, func(), error) {
+func withLedger(ctx context.Context, pg config.Postgres, store onceq.Store) (onceq.Store, func(), error) {
 	if !pg.Configured() {
 		return store, func() {}, nil
 	}

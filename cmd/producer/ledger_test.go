@@ -12,11 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/pgledger"
 )
 
 // A transactional job the ledger recorded while Redis knows nothing of it
@@ -30,7 +30,7 @@ func TestStatusReadsTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	k, _ := dedup.NewKey("order:fulfil", "ord-status-1")
+	k, _ := onceq.NewKey("order:fulfil", "ord-status-1")
 	if _, err := l.Run(ctx, k, "", func(context.Context, pgx.Tx) ([]byte, error) {
 		return []byte(`{"order_id":"ord-status-1","shipment_ids":[7]}`), nil
 	}); err != nil {

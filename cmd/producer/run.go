@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/tasks"
 )
@@ -74,7 +74,7 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &e):
 		return e.code
-	case errors.Is(err, tasks.ErrInvalid):
+	case errors.Is(err, onceq.ErrInvalid):
 		return exitUsage
 	}
 	return exitError
@@ -128,7 +128,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
-	return connected(ctx, cfg, func(p *tasks.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, func(p *onceq.Producer, _ redis.UniversalClient) error {
 		o, err := p.Enqueue(ctx, j)
 		if err != nil {
 			return err
@@ -150,10 +150,10 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 	case cmd == "batch" && len(args) != 0:
 		return usageErr("batch takes no arguments; it reads JSON lines from stdin")
 	}
-	var key dedup.Key
+	var key onceq.Key
 	if cmd == "status" {
 		var err error
-		if key, err = dedup.ParseKeyOrTaskID(args[0]); err != nil {
+		if key, err = onceq.ParseKey(args[0]); err != nil {
 			return &exitErr{code: exitUsage, err: err}
 		}
 	}
@@ -162,7 +162,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 		return err
 	}
 	if cmd == "status" {
-		return connected(ctx, cfg, func(p *tasks.Producer, _ redis.UniversalClient) error {
+		return connected(ctx, cfg, func(p *onceq.Producer, _ redis.UniversalClient) error {
 			return status(ctx, p, key, stdout)
 		})
 	}
@@ -170,7 +170,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 	if err != nil {
 		return err
 	}
-	return connected(ctx, cfg, func(p *tasks.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, func(p *onceq.Producer, _ redis.UniversalClient) error {
 		return batch(ctx, p, jobs, stdout)
 	})
 }
@@ -196,7 +196,7 @@ func load() (config.Producer, *tasks.Catalog, error) {
 }
 
 // connected runs f with a Producer on the configured Redis.
-func connected(ctx context.Context, cfg config.Producer, f func(*tasks.Producer, redis.UniversalClient) error) error {
+func connected(ctx context.Context, cfg config.Producer, f func(*onceq.Producer, redis.UniversalClient) error) error {
 	rdb, err := daemon.Client(cfg.Redis)
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func connected(ctx context.Context, cfg config.Producer, f func(*tasks.Producer,
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("cannot reach Redis (%s): %w; start one or set ONCEQ_REDIS_URL", redisWhere(cfg.Redis), err)
 	}
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func connected(ctx context.Context, cfg config.Producer, f func(*tasks.Producer,
 		return err
 	}
 	defer closeLedger()
-	return f(tasks.NewProducer(rdb, st, tasks.ProducerOptions{}), rdb)
+	return f(onceq.NewProducer(rdb, st, onceq.ProducerOptions{}), rdb)
 }
 
 func redisWhere(r config.Redis) string {
@@ -226,13 +226,13 @@ func redisWhere(r config.Redis) string {
 }
 
 // outcomeErr is the exit status of one enqueue.
-func outcomeErr(o tasks.Outcome) error {
+func outcomeErr(o onceq.Outcome) error {
 	switch o.Decision {
-	case tasks.Duplicate:
+	case onceq.Duplicate:
 		return &exitErr{code: exitDuplicate}
-	case tasks.Throttled:
+	case onceq.Throttled:
 		return &exitErr{code: exitThrottled}
-	case tasks.Conflict:
+	case onceq.Conflict:
 		return &exitErr{code: exitConflict}
 	}
 	return nil

@@ -12,13 +12,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/observe"
-	"github.com/onceq/onceq/tasks"
 )
 
 // serveHooks let tests learn the bound address; serve leaves them zero.
@@ -70,7 +69,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
-	jobs, err := dedup.NewRedisStore(rdb, dedup.Options{
+	jobs, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{
 		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 	})
 	if err != nil {
@@ -79,7 +78,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	// Replays live in a store of their own, whose done TTL is the replay
 	// TTL. The API reports its decisions itself (side "api"), so this
 	// store has no observer: nothing is counted twice.
-	replays, err := dedup.NewRedisStore(rdb, dedup.Options{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
+	replays, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}
@@ -88,7 +87,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		return err
 	}
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
-	producer := tasks.NewProducer(rdb, reads, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
+	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	opts := api.Options{
 		Producer:          producer,
 		Catalog:           catalog,

@@ -7,16 +7,16 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
 )
 
 // openLedger connects the Postgres ledger and migrates the ledger's and the
 // transactional tasks' tables. Without ONCEQ_POSTGRES_URL it returns nil and
 // transactional tasks are refused.
-func openLedger(ctx context.Context, cfg config.Worker, log *zap.Logger, observe dedup.Observer) (*pgledger.Ledger, func(), error) {
+func openLedger(ctx context.Context, cfg config.Worker, log *zap.Logger, observe onceq.Observer) (*pgledger.Ledger, func(), error) {
 	if !cfg.Postgres.Configured() {
 		log.Info("no ONCEQ_POSTGRES_URL: transactional tasks are refused", zap.String("type", tasks.TypeOrder))
 		return nil, func() {}, nil

@@ -10,11 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq/dedup"
-	"github.com/onceq/onceq/dedup/pgledger"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -36,7 +36,7 @@ func TestOrderThroughWorker(t *testing.T) {
 	e := newEnv(t, srv.Client(t))
 	j, _ := e.enqueued(t)(tasks.NewOrder(tasks.Order{OrderID: "ord-w-1", Customer: "c1",
 		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 2}}}))
-	e.waitState(t, j.Key, dedup.StateDone)
+	e.waitState(t, j.Key, onceq.StatusDone)
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +84,13 @@ func TestWorkerPrunesLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	old, recent := dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-old"}, dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-recent"}
-	for _, k := range []dedup.Key{old, recent} {
+	old, recent := onceq.Key{Namespace: tasks.TypeOrder, ID: "prune-old"}, onceq.Key{Namespace: tasks.TypeOrder, ID: "prune-recent"}
+	for _, k := range []onceq.Key{old, recent} {
 		if _, err := l.Run(ctx, k, "", func(context.Context, pgx.Tx) ([]byte, error) { return nil, nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	failed := dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-failed"}
+	failed := onceq.Key{Namespace: tasks.TypeOrder, ID: "prune-failed"}
 	l.Run(ctx, failed, "", func(context.Context, pgx.Tx) ([]byte, error) { return nil, errors.New("rolled back") })
 	if _, err := l.Pool().Exec(ctx, `UPDATE onceq_ledger SET completed_at = now() - interval '31 days' WHERE key = $1`, old.String()); err != nil {
 		t.Fatal(err)
@@ -103,19 +103,19 @@ func TestWorkerPrunesLedger(t *testing.T) {
 	cfg := baseEnv(t, srv.Addr)
 	cfg["ONCEQ_POSTGRES_URL"] = dbURL // default retention: 30 days
 	w := startWorker(t, cfg)
-	state := func(k dedup.Key) dedup.State {
+	state := func(k onceq.Key) onceq.Status {
 		r, err := l.Status(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r.State
 	}
-	for deadline := time.Now().Add(10 * time.Second); state(old) != dedup.StateAbsent || state(failed) != dedup.StateAbsent; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); state(old) != onceq.StatusUnknown || state(failed) != onceq.StatusUnknown; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("31-day-old rows are still there (done: %v, failed: %v):\n%s", state(old), state(failed), w.logs)
 		}
 	}
-	if s := state(recent); s != dedup.StateDone {
+	if s := state(recent); s != onceq.StatusDone {
 		t.Fatalf("the recent row: %v, want done (kept)", s)
 	}
 	if !strings.Contains(w.logs.String(), "pruned done rows") {

@@ -12,9 +12,9 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
@@ -83,23 +83,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb), catalog.KeepFailed(),
 		slices.Sorted(maps.Keys(cfg.Queues))...))
 	metrics := d.Metrics
-	metrics.Zero("worker", slices.Sorted(maps.Keys(catalog.TypeOptions())))
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{
+	metrics.Zero("worker", typeNames(catalog))
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{
 		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 		Observer: metrics.Observer(log, "worker"),
 	})
 	if err != nil {
 		return err
 	}
-	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{
-		Lease: cfg.Lease, Types: catalog.TypeOptions(), Observer: metrics.Observer(log, "worker"),
-	})
-	if err != nil {
-		return err
-	}
-	// Runs after the asynq server stopped: releases the claims it cut off.
-	d.OnStop("releasing cut-off claims", mw.Shutdown)
-	producer := tasks.NewProducer(rdb, store, tasks.ProducerOptions{Observer: metrics.Observer(log, "producer")})
+	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	deps, closeDeps, err := buildDeps(cfg, log, producer)
 	if err != nil {
 		return err
@@ -112,25 +104,28 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
 	deps.Ledger = ledger
 
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+	srv, err := onceq.NewServer(rdb, store, asynq.Config{
 		Concurrency:              cfg.Concurrency,
 		Queues:                   cfg.Queues,
 		StrictPriority:           cfg.StrictPriority,
 		ShutdownTimeout:          cfg.ShutdownTimeout,
 		DelayedTaskCheckInterval: h.delayedTaskCheck,
-		IsFailure:                dedup.IsFailure,
-		RetryDelayFunc:           dedup.RetryDelay(h.retryDelay),
+		RetryDelayFunc:           h.retryDelay,
 		Logger:                   observe.AsynqLogger{S: log.Named("asynq").Sugar()},
 		LogLevel:                 asynqLevel(cfg.Log.Level),
-	})
+	}, onceq.MiddlewareOptions{Lease: cfg.Lease, Catalog: catalog.Catalog, Observer: metrics.Observer(log, "worker")})
+	if err != nil {
+		return err
+	}
 	mux := asynq.NewServeMux()
-	mux.Use(mw.Wrap, metrics.HandlerDuration, observe.TaskLog(log.Named("task"), cfg.TaskLog))
+	mux.Use(metrics.HandlerDuration, observe.TaskLog(log.Named("task"), cfg.TaskLog))
 	catalog.Register(mux, deps)
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start asynq server: %w", err)
 	}
-	// Stops fetching, waits up to ShutdownTimeout for handlers.
-	d.OnStop("asynq server", func(context.Context) error { srv.Shutdown(); return nil })
+	// Stops fetching, waits up to ShutdownTimeout for handlers, then
+	// releases the claims it cut off.
+	d.OnStop("asynq server", srv.Shutdown)
 	d.SetReady()
 	log.Info("worker started",
 		zap.String("admin", "http://"+adm.Addr()), zap.String("dashboard", "http://"+adm.Addr()+"/monitoring/"),
@@ -157,4 +152,13 @@ func asynqLevel(l string) asynq.LogLevel {
 		return asynq.ErrorLevel
 	}
 	return asynq.InfoLevel
+}
+
+// typeNames are the catalog's task types, sorted.
+func typeNames(c *tasks.Catalog) []string {
+	var ts []string
+	for _, k := range c.Kinds() {
+		ts = append(ts, k.Type)
+	}
+	return ts
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -92,39 +92,39 @@ func baseEnv(t *testing.T, redisAddr string) map[string]string {
 
 type env struct {
 	rdb      *redis.Client
-	store    *dedup.RedisStore
-	producer *tasks.Producer
+	store    *onceq.RedisStore
+	producer *onceq.Producer
 	client   *asynq.Client
 	insp     *asynq.Inspector
 }
 
 func newEnv(t *testing.T, rdb *redis.Client) env {
 	t.Helper()
-	store, err := dedup.NewRedisStore(rdb, dedup.Options{})
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env{rdb: rdb, store: store, producer: tasks.NewProducer(rdb, store, tasks.ProducerOptions{}),
+	return env{rdb: rdb, store: store, producer: onceq.NewProducer(rdb, store, onceq.ProducerOptions{}),
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
 }
 
 // enqueued enqueues the job a constructor built, failing t unless both
 // succeed and the job is enqueued: e.enqueued(t)(tasks.NewPayment(...)).
-func (e env) enqueued(t *testing.T) func(tasks.Job, error) (tasks.Job, tasks.Outcome) {
-	return func(j tasks.Job, err error) (tasks.Job, tasks.Outcome) {
+func (e env) enqueued(t *testing.T) func(onceq.Job, error) (onceq.Job, onceq.Outcome) {
+	return func(j onceq.Job, err error) (onceq.Job, onceq.Outcome) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 		o, err := e.producer.Enqueue(context.Background(), j)
-		if err != nil || o.Decision != tasks.Enqueued {
+		if err != nil || o.Decision != onceq.Enqueued {
 			t.Fatalf("enqueue %v: %+v %v", j.Key, o, err)
 		}
 		return j, o
 	}
 }
 
-func (e env) waitState(t *testing.T, k dedup.Key, want dedup.State) dedup.Record {
+func (e env) waitState(t *testing.T, k onceq.Key, want onceq.Status) onceq.Record {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -180,7 +180,7 @@ func TestSameEmailTwiceOneSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := e.waitState(t, j.Key, dedup.StateDone)
+	rec := e.waitState(t, j.Key, onceq.StatusDone)
 	second, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue), asynq.Retention(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 	startWorker(t, cfg)
 
 	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-20260628-001", Account: "acct-1", Amount: 4200, Currency: "EUR"}))
-	rec := e.waitState(t, j.Key, dedup.StateDone)
+	rec := e.waitState(t, j.Key, onceq.StatusDone)
 	if rec.Attempts != 3 || gw.calls.Load() != 3 || gw.ledger.Charges(j.Key.String()) != 1 {
 		t.Fatalf("attempts %d, gateway calls %d, charges %d; want 3, 3, 1", rec.Attempts, gw.calls.Load(), gw.ledger.Charges(j.Key.String()))
 	}
@@ -241,7 +241,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 
 	// The seed: the same payment id again is refused as already processed.
 	again, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || again.Decision != tasks.Duplicate || again.State != tasks.StatusDone ||
+	if err != nil || again.Decision != onceq.Duplicate || again.State != onceq.StatusDone ||
 		!strings.Contains(again.Reason, "already processed: done") || !bytes.Equal(again.Result, rec.Result) {
 		t.Fatalf("second enqueue: %+v %v", again, err)
 	}
@@ -267,8 +267,8 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The crashed worker: claimed with a short lease, charged, never completed.
-	c, err := e.store.Claim(ctx, j.Key, j.Fingerprint, 300*time.Millisecond)
-	if err != nil || c.Outcome != dedup.Acquired {
+	c, err := e.store.Claim(ctx, j.Key, j.Fingerprint, 300*time.Millisecond, "")
+	if err != nil || c.Outcome != onceq.Acquired {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
 	gc := &tasks.GatewayClient{URL: hs.URL, HTTP: hs.Client()}
@@ -281,7 +281,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
-	rec := e.waitState(t, j.Key, dedup.StateDone)
+	rec := e.waitState(t, j.Key, onceq.StatusDone)
 	if ledger.Charges(j.Key.String()) != 1 || rec.Attempts != 2 {
 		t.Fatalf("charges %d, attempts %d; want 1, 2", ledger.Charges(j.Key.String()), rec.Attempts)
 	}
@@ -289,7 +289,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 		t.Fatalf("result %s does not name the original charge %s", rec.Result, charge.ChargeID)
 	}
 	// Fencing: the crashed worker waking up cannot record anything.
-	if err := e.store.Complete(ctx, c.Hold, []byte("stale")); err == nil {
+	if err := e.store.Complete(ctx, c.Hold, []byte("stale"), 0); err == nil {
 		t.Fatal("stale completion accepted")
 	}
 }
@@ -309,7 +309,7 @@ func TestMismatchArchivedWithoutRetry(t *testing.T) {
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(t, j.Key, dedup.StateDone)
+	e.waitState(t, j.Key, onceq.StatusDone)
 	other, err := tasks.NewEmail(tasks.Email{ID: "welcome-7", To: "bob@example.com", Subject: "Hi", Body: "two"})
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +374,7 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(t, j.Key, dedup.StateDone)
+	e.waitState(t, j.Key, onceq.StatusDone)
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
@@ -444,11 +444,11 @@ func TestEmbeddedDefault(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	e := newEnv(t, rdb)
 	j, _ := tasks.NewEmail(tasks.Email{To: "d@example.com", Subject: "S", Body: "B"})
-	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != tasks.Enqueued {
+	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != onceq.Enqueued {
 		t.Fatalf("enqueue on embedded: %+v %v", o, err)
 	}
-	e.waitState(t, j.Key, dedup.StateDone)
-	if o, _ := e.producer.Enqueue(context.Background(), j); o.Decision != tasks.Duplicate {
+	e.waitState(t, j.Key, onceq.StatusDone)
+	if o, _ := e.producer.Enqueue(context.Background(), j); o.Decision != onceq.Duplicate {
 		t.Fatalf("second enqueue on embedded: %+v", o)
 	}
 	get(t, "http://"+w.admin+"/monitoring/api/queues", http.StatusOK)

@@ -60,7 +60,7 @@
 // clients behind a proxy that cuts and delays their connections, Redis
 // killed and restarted mid-history, and clients paused past their lease.
 // The real store is held to Rules.Reentrant: each client claims as a
-// delivery (dedup.WithDelivery), one in flight at a time (a delivery in
+// delivery (Store.Claim's delivery), one in flight at a time (a delivery in
 // flight twice can take the key from itself forever, see claim.pml), comes
 // back as that delivery after a failed call, and now and then claims again
 // at once as if a reply were lost. They also run a deliberately broken store

@@ -14,13 +14,13 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/tasks"
 )
 
 func testMessage(to string) tasks.Message {
-	k, _ := dedup.NewKey(tasks.TypeEmail, "welcome-1")
+	k, _ := onceq.NewKey(tasks.TypeEmail, "welcome-1")
 	return tasks.Message{
 		MessageID: tasks.MessageID(k.String()),
 		From:      "Sender <sender@example.com>",
@@ -214,7 +214,7 @@ func TestHeaderInjectionIsInvalid(t *testing.T) {
 		{MessageID: "<a@b>", To: "bob@example.com\r\nBcc: eve@example.com"},
 		{MessageID: "<a@b>", To: "not an address"},
 	} {
-		if err := m.Send(context.Background(), msg); !errors.Is(err, tasks.ErrInvalid) {
+		if err := m.Send(context.Background(), msg); !errors.Is(err, onceq.ErrInvalid) {
 			t.Errorf("Send(%q) = %v, want ErrInvalid", msg, err)
 		}
 	}

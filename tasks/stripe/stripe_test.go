@@ -11,7 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/tasks"
 )
@@ -162,7 +162,7 @@ func TestNewNeedsAKey(t *testing.T) {
 		t.Fatal("New without a key succeeded")
 	}
 	g := newGateway(t, "http://127.0.0.1:1")
-	if _, err := g.Charge(context.Background(), "", payment("pm_card_visa")); !errors.Is(err, tasks.ErrInvalid) {
+	if _, err := g.Charge(context.Background(), "", payment("pm_card_visa")); !errors.Is(err, onceq.ErrInvalid) {
 		t.Errorf("Charge without a key = %v, want ErrInvalid", err)
 	}
 }
@@ -178,7 +178,7 @@ func TestHandlerSendsIncarnationKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := map[string]string{dedup.HeaderIncarnation: "2"}
+	hdr := map[string]string{"onceq-inc": "2"} // the second incarnation, as the Producer marks it
 	maps.Copy(hdr, j.Task.Headers())
 	if err := h.ProcessTask(context.Background(), asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), hdr)); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,109 @@
+package onceq
+
+// This file is onceq's only coupling to asynq's internals: the client a
+// Producer gives asynq recognises asynq v0.26.0's enqueue and schedule
+// scripts (by the SHA-1 asynq sends) and, for an enqueue the producer
+// guarded, runs lua/enqueue.lua ahead of asynq's script in one call.
+// enqueue_test.go pins the scripts to go.mod's asynq version.
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// guardAsynqVersion is the asynq release whose enqueue was checked: its
+// client inserts a task with one EVALSHA of enqueueCmd or scheduleCmd
+// (internal/rdb/rdb.go), KEYS[1] = asynq:{<queue>}:t:<id>.
+const guardAsynqVersion = "v0.26.0"
+
+// lua/asynq holds asynq v0.26.0's enqueueCmd and scheduleCmd byte for byte:
+// they are found by the SHA-1 asynq sends, so only an identical script is
+// ever guarded.
+//
+//go:embed lua/asynq/*.lua
+var asynqLua embed.FS
+
+// guardScripts maps the SHA-1 of asynq's enqueueCmd and scheduleCmd to the
+// guard followed by that script, unchanged.
+var guardScripts = func() map[string]*redis.Script {
+	guard, err := luaFS.ReadFile("lua/enqueue.lua")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]*redis.Script{}
+	for _, name := range []string{"enqueue.lua", "schedule.lua"} {
+		src, err := asynqLua.ReadFile("lua/asynq/" + name)
+		if err != nil {
+			panic(err)
+		}
+		sum := sha1.Sum(src)
+		out[hex.EncodeToString(sum[:])] = redis.NewScript(string(guard) +
+			"local function asynq_insert()" + string(src) + "end\nreturn asynq_insert()\n")
+	}
+	return out
+}()
+
+// enqueueGuard is what the guard of one enqueue found. Ran is false when
+// asynq did not send a script the guard knows (another asynq version, or a
+// client not from guardEnqueues): then nothing was checked or replaced.
+type enqueueGuard struct {
+	key     Key
+	replace string
+	Ran     bool
+}
+
+type guardKey struct{}
+
+// guardEnqueue returns a ctx for one asynq enqueue of the job keyed k
+// through a guardEnqueues client: it is refused while k's record is done,
+// even if its task was deleted (not on Cluster, where the record sits in
+// another slot), and an existing task of k in one of the asynq states
+// replace ("archived", "pending", "scheduled", "completed") is swapped for
+// the new one atomically. Any other existing task refuses it, as asynq's task id does.
+func guardEnqueue(ctx context.Context, k Key, replace ...string) (context.Context, *enqueueGuard) {
+	g := &enqueueGuard{key: k}
+	if len(replace) > 0 {
+		g.replace = "," + strings.Join(replace, ",") + ","
+	}
+	return context.WithValue(ctx, guardKey{}, g), g
+}
+
+// guardEnqueues returns the client to give asynq.NewClientFromRedisClient
+// so that enqueues under guardEnqueue are guarded; every other call passes
+// through to rdb unchanged.
+func guardEnqueues(rdb redis.UniversalClient) redis.UniversalClient {
+	_, cluster := rdb.(*redis.ClusterClient)
+	return guardingClient{UniversalClient: rdb, cluster: cluster}
+}
+
+type guardingClient struct {
+	redis.UniversalClient
+	cluster bool
+}
+
+// EvalSha is the only call asynq makes for an insert (Eval follows only a
+// NOSCRIPT, which the guard's own Run absorbs).
+func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	g, _ := ctx.Value(guardKey{}).(*enqueueGuard)
+	script, ok := guardScripts[sha]
+	if g == nil || !ok || len(keys) != 2 || len(args) != 3 {
+		return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
+	}
+	// asynq:{<queue>}:t:<id>; a queue name holds no '}'.
+	base, id, found := strings.Cut(keys[0], "}:t:")
+	if !found {
+		return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
+	}
+	base += "}:"
+	ks := append(keys[:2:2], base+"pending", base+"scheduled", base+"archived", base+"completed")
+	if !c.cluster {
+		ks = append(ks, recordKey(g.key))
+	}
+	g.Ran = true
+	return script.Run(ctx, c.UniversalClient, ks, append(args[:3:3], id, g.replace)...)
+}

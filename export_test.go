@@ -1,0 +1,85 @@
+package onceq
+
+import (
+	"context"
+
+	"github.com/hibiken/asynq"
+)
+
+// Internals the external tests of this package exercise, under the names
+// they had before they became internal.
+
+// GuardAsynqVersion is the asynq release enqueue.go's guard was verified against.
+const GuardAsynqVersion = guardAsynqVersion
+
+const (
+	HeaderKey         = headerKey
+	HeaderFingerprint = headerFingerprint
+	HeaderIncarnation = headerIncarnation
+	MaxDepth          = maxDepth
+	MaxIDLen          = maxIDLen
+)
+
+var (
+	CallerID          = callerID
+	Canonical         = canonicalize
+	Derive            = derive
+	Hash              = fingerprintOf
+	GuardEnqueue      = guardEnqueue
+	GuardEnqueues     = guardEnqueues
+	Incarnation       = parseIncarnation
+	IsFailure         = isFailure
+	RetryDelay        = retryDelay
+	TaskKey           = taskKeyOf
+	VolatileFields    = volatileOf
+	ErrBadIncarnation = errBadIncarnation
+	ErrBadPayload     = errBadPayload
+	ErrInProgress     = errInProgress
+	ErrInvalidKey     = errInvalidKey
+	ErrMismatch       = ErrConflict
+)
+
+type (
+	InProgressError = inProgressError
+	TypeOptions     = typeOptions
+)
+
+// WithTypes returns o with per-type options set directly, as a Catalog
+// would set them.
+func WithTypes(o MiddlewareOptions, types map[string]TypeOptions) MiddlewareOptions {
+	o.types = types
+	return o
+}
+
+// KeyFromContext is the run's key.
+func KeyFromContext(ctx context.Context) (Key, bool) {
+	r, ok := RunFromContext(ctx)
+	return r.Key, ok
+}
+
+// DownstreamKey is the run's downstream key.
+func DownstreamKey(ctx context.Context) (string, bool) {
+	r, ok := RunFromContext(ctx)
+	return r.Downstream, ok
+}
+
+// IncarnationFromContext is the run's incarnation.
+func IncarnationFromContext(ctx context.Context) (int, bool) {
+	r, ok := RunFromContext(ctx)
+	return r.Incarnation, ok
+}
+
+// WithKey is a run of k's first incarnation.
+func WithKey(ctx context.Context, k Key) context.Context {
+	return withRun(ctx, Run{Key: k, Incarnation: 1, Attempt: 1, Downstream: k.downstream(1)})
+}
+
+// ServerConfig is what NewServer sets on cfg.
+func ServerConfig(cfg asynq.Config) asynq.Config {
+	cfg.IsFailure = isFailure
+	cfg.RetryDelayFunc = retryDelay(cfg.RetryDelayFunc)
+	return cfg
+}
+
+// Downstream is k's downstream key for incarnation n.
+func Downstream(k Key, n int) string { return k.downstream(n) }

@@ -1,0 +1,216 @@
+package onceq_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+// sent records the commands a client sends, one entry per round trip.
+type sent struct {
+	mu    sync.Mutex
+	trips [][]string
+}
+
+func (s *sent) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *sent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (s *sent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (s *sent) add(cmds ...redis.Cmder) {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Name())
+	}
+	s.mu.Lock()
+	s.trips = append(s.trips, names)
+	s.mu.Unlock()
+}
+
+// take returns the round trips since the last call.
+func (s *sent) take() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.trips
+	s.trips = nil
+	return t
+}
+
+// The common first claim is one plain SET (no script); a duplicate or a
+// mismatch on a done record is answered by that same command; only a live
+// or failed record costs a script call.
+func TestFirstClaimIsOneSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	var log sent
+	rdb.AddHook(&log)
+	s, _ := newStore(t, rdb, onceq.StoreOptions{})
+	k, warm := mustKey(t, "email:send", "fast-1"), mustKey(t, "email:send", "warm")
+	// Load the scripts (the first EVALSHA of each is answered NOSCRIPT).
+	w := mustClaim(t, s, warm, "", time.Minute, onceq.Acquired)
+	mustClaim(t, s, warm, "", time.Minute, onceq.InProgress)
+	if err := s.Complete(ctx, w.Hold, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+
+	c := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
+	if got := log.take(); !slices.Equal(flat(got), []string{"set"}) {
+		t.Fatalf("first claim sent %v, want one SET", got)
+	}
+	mustClaim(t, s, k, "fp", time.Minute, onceq.InProgress)
+	if got := log.take(); !slices.Equal(flat(got), []string{"set", "evalsha"}) {
+		t.Fatalf("claim of a running record sent %v, want SET then the script", got)
+	}
+	if err := s.Complete(ctx, c.Hold, []byte("ok"), 0); err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	mustClaim(t, s, k, "fp", time.Minute, onceq.Duplicate)
+	mustClaim(t, s, k, "other", time.Minute, onceq.Conflict)
+	if got := log.take(); !slices.Equal(flat(got), []string{"set", "set"}) {
+		t.Fatalf("duplicate and mismatch sent %v, want one SET each", got)
+	}
+}
+
+func flat(trips [][]string) []string {
+	var out []string
+	for _, t := range trips {
+		out = append(out, t...)
+	}
+	return out
+}
+
+// The compare-and-set matches token and owner: a hold with the current token
+// but another owner (two workers whose clocks gave the same µs across an
+// expiry) writes nothing.
+func TestSameTokenOtherOwnerFencedOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	k := mustKey(t, "payment:charge", "twin")
+	c := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
+	twin := onceq.Hold{Key: k, Token: c.Hold.Token, Owner: c.Hold.Owner + "x"}
+	if err := s.Complete(ctx, twin, []byte("twin"), 0); !errors.Is(err, onceq.ErrLeaseLost) {
+		t.Fatalf("complete by a same-token twin: %v, want ErrLeaseLost", err)
+	}
+	if errs := s.Extend(ctx, time.Minute, twin); !errors.Is(errs[0], onceq.ErrLeaseLost) {
+		t.Fatalf("extend by a same-token twin: %v", errs[0])
+	}
+	if err := s.Complete(ctx, c.Hold, []byte("real"), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Re-entrant claims (issue 14): the same delivery takes its own running
+// claim again at once with a fresh token; another delivery, or a claim
+// without one, still sees it in progress.
+func TestReentrantClaimSameDeliveryOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	k := mustKey(t, "payment:charge", "again")
+	mine, other := "boot-a/task-1", "boot-b/task-1"
+
+	first, err := s.Claim(ctx, k, "fp", time.Minute, mine)
+	if err != nil || first.Outcome != onceq.Acquired || first.Hold.Owner != "boot-a/task-1" {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	for name, d := range map[string]string{"other delivery": other, "no delivery": ""} {
+		ip, err := s.Claim(ctx, k, "fp", time.Minute, d)
+		if err != nil || ip.Outcome != onceq.InProgress || ip.Owner != "boot-a/task-1" {
+			t.Fatalf("%s: %+v %v", name, ip, err)
+		}
+	}
+	again, err := s.Claim(ctx, k, "fp", time.Minute, mine)
+	if err != nil || again.Outcome != onceq.Acquired || again.Hold.Token <= first.Hold.Token || again.Attempt != 1 {
+		t.Fatalf("same delivery again: %+v %v (first token %d)", again, err, first.Hold.Token)
+	}
+	if err := s.Complete(ctx, first.Hold, nil, 0); !errors.Is(err, onceq.ErrLeaseLost) {
+		t.Fatalf("the lost claim's hold must be fenced out: %v", err)
+	}
+	if c, err := s.Claim(ctx, k, "fp-other", time.Minute, mine); err != nil || c.Outcome != onceq.InProgress {
+		t.Fatalf("re-entry with another fingerprint must wait for the live lease: %+v %v", c, err)
+	}
+	if err := s.Complete(ctx, again.Hold, []byte("done"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.Claim(ctx, k, "fp", time.Minute, mine); c.Outcome != onceq.Duplicate {
+		t.Fatalf("a done key never runs again, re-entrant or not: %v", c.Outcome)
+	}
+}
+
+func TestClaimRejectsSeparator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	k := mustKey(t, "t", "sep")
+	if _, err := s.Claim(ctx, k, "a|b", time.Minute, ""); err == nil || !strings.Contains(err.Error(), "'|'") {
+		t.Fatalf("fingerprint with '|': %v", err)
+	}
+	if _, err := s.Claim(ctx, k, "", time.Minute, "x|y"); err == nil {
+		t.Fatal("delivery with '|' accepted")
+	}
+	if _, err := onceq.NewRedisStore(redistest.Client(t), onceq.StoreOptions{Owner: "a|b"}); err == nil {
+		t.Fatal("owner with '|' accepted")
+	}
+	if r, _ := s.Status(ctx, k); r.State != onceq.StatusUnknown {
+		t.Fatalf("a refused claim wrote %+v", r)
+	}
+}
+
+// The embedded default runs on miniredis: SET NX GET, the scripts and the
+// PTTL-based lease work there too.
+func TestStoreOnMiniredis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	s, _ := newStore(t, rdb, onceq.StoreOptions{FailedTTL: time.Second})
+	k := mustKey(t, "email:send", "mini")
+
+	stale := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
+	mustClaim(t, s, k, "fp", time.Minute, onceq.InProgress)
+	mr.FastForward(time.Minute + time.Millisecond) // lease over, grace left
+	fresh := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
+	if fresh.Attempt != 2 || fresh.Hold.Token <= stale.Hold.Token {
+		t.Fatalf("takeover: %+v", fresh)
+	}
+	if err := s.Complete(ctx, stale.Hold, nil, 0); !errors.Is(err, onceq.ErrLeaseLost) {
+		t.Fatalf("stale complete: %v", err)
+	}
+	if errs := s.Extend(ctx, time.Minute, fresh.Hold); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if err := s.Complete(ctx, fresh.Hold, []byte("sent"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustClaim(t, s, k, "fp", time.Minute, onceq.Duplicate); string(c.Result) != "sent" {
+		t.Fatalf("duplicate result %q", c.Result)
+	}
+	mustClaim(t, s, k, "fp2", time.Minute, onceq.Conflict)
+	if r, err := s.Status(ctx, k); err != nil || r.State != onceq.StatusDone || r.Attempts != 2 || r.ExpiresIn <= 23*time.Hour {
+		t.Fatalf("status: %+v %v", r, err)
+	}
+}

@@ -1,0 +1,14 @@
+package onceq
+
+// Every Redis key onceq's engine writes is built here. The hash tag {ns/id}
+// puts all keys of one idempotency key in one Cluster slot, so each Lua call
+// touches one slot; NewKey keeps '{' and '}' out of ns and id.
+const keyPrefix = "onceq:"
+
+// recordKey is the idempotency record (a packed string, see record.go).
+// Owner: the engine; it always carries a TTL (running: lease + grace, done: done TTL, failed: failed TTL).
+func recordKey(k Key) string { return keyPrefix + "{" + k.String() + "}:rec" }
+
+// windowKey is a time window or rate rule (a string holding the holder).
+// Owner: the engine; TTL: the window.
+func windowKey(k Key) string { return keyPrefix + "{" + k.String() + "}:win" }

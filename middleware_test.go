@@ -1,0 +1,280 @@
+package onceq_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+func newMiddleware(t *testing.T, s onceq.Store, opts onceq.MiddlewareOptions) *onceq.Middleware {
+	t.Helper()
+	m, err := onceq.NewMiddleware(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	return m
+}
+
+// effect counts how often a handler's side effect ran, per key.
+type effect struct{ n atomic.Int64 }
+
+func (e *effect) handler(result string) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		if _, ok := onceq.KeyFromContext(ctx); !ok {
+			return errors.New("no key in handler context")
+		}
+		e.n.Add(1)
+		onceq.SetResult(ctx, []byte(result))
+		return nil
+	})
+}
+
+func TestMiddlewareRunsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rec := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	m := newMiddleware(t, s, onceq.WithTypes(onceq.MiddlewareOptions{}, map[string]onceq.TypeOptions{
+		"email:send": {Volatile: []string{"attempt"}},
+	}))
+	var e effect
+	h := m.Wrap(e.handler(`{"sent":true}`))
+
+	first := asynq.NewTask("email:send", []byte(`{"to":"a@x","attempt":1}`))
+	again := asynq.NewTask("email:send", []byte(`{"attempt":2, "to":"a@x"}`))
+	for _, task := range []*asynq.Task{first, again, again} {
+		if err := h.ProcessTask(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.n.Load() != 1 {
+		t.Fatalf("effect ran %d times, want 1", e.n.Load())
+	}
+	if rec.count("duplicate") != 2 {
+		t.Fatalf("%d duplicates observed, want 2", rec.count("duplicate"))
+	}
+	k, _, _ := onceq.Derive("email:send", first.Payload(), "", []string{"attempt"})
+	if r, _ := s.Status(ctx, k); r.State != onceq.StatusDone || string(r.Result) != `{"sent":true}` {
+		t.Fatalf("status: %+v", r)
+	}
+}
+
+func TestMiddlewareHeaderKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{})
+	var e effect
+	h := m.Wrap(e.handler("ok"))
+	hdr := map[string]string{onceq.HeaderKey: "payment:charge/pmt-1", onceq.HeaderFingerprint: "fp1"}
+	// Different payload bytes, same producer-assigned key and fingerprint: one run.
+	for _, p := range []string{`{"a":1}`, `{"a":1,"b":2}`} {
+		if err := h.ProcessTask(ctx, asynq.NewTaskWithHeaders("payment:charge", []byte(p), hdr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.n.Load() != 1 {
+		t.Fatalf("effect ran %d times, want 1", e.n.Load())
+	}
+	// Same key, another fingerprint: mismatch, never retried.
+	hdr[onceq.HeaderFingerprint] = "fp2"
+	err := h.ProcessTask(ctx, asynq.NewTaskWithHeaders("payment:charge", []byte(`{}`), hdr))
+	if !errors.Is(err, onceq.ErrMismatch) || !errors.Is(err, asynq.SkipRetry) {
+		t.Fatalf("mismatch: %v", err)
+	}
+	hdr[onceq.HeaderKey] = "payment:charge/{bad}"
+	err = h.ProcessTask(ctx, asynq.NewTaskWithHeaders("payment:charge", []byte(`{}`), hdr))
+	if !errors.Is(err, onceq.ErrInvalidKey) || !errors.Is(err, asynq.SkipRetry) {
+		t.Fatalf("bad header key: %v", err)
+	}
+}
+
+func TestMiddlewareBadPayloadSkipsRetry(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{})
+	var e effect
+	err := m.Wrap(e.handler("")).ProcessTask(context.Background(), asynq.NewTask("scan:file", []byte(`{"path":`)))
+	if !errors.Is(err, onceq.ErrBadPayload) || !errors.Is(err, asynq.SkipRetry) || e.n.Load() != 0 {
+		t.Fatalf("bad payload: %v, effect %d", err, e.n.Load())
+	}
+}
+
+func TestMiddlewareReleasesOnErrorAndPanic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{})
+	task := asynq.NewTask("payment:charge", []byte(`{"id":"pmt-9"}`))
+	k := onceq.Key{Namespace: "payment:charge", ID: "pmt-9"}
+
+	boom := errors.New("gateway 503")
+	err := m.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return boom })).ProcessTask(ctx, task)
+	if !errors.Is(err, boom) {
+		t.Fatalf("handler error not returned: %v", err)
+	}
+	if r, _ := s.Status(ctx, k); r.State != onceq.StatusFailed || r.Error != "gateway 503" {
+		t.Fatalf("after error: %+v", r)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic was swallowed")
+			}
+		}()
+		_ = m.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { panic("nil map") })).ProcessTask(ctx, task)
+	}()
+	if r, _ := s.Status(ctx, k); r.State != onceq.StatusFailed || !strings.Contains(r.Error, "nil map") || r.Attempts != 2 {
+		t.Fatalf("after panic: %+v", r)
+	}
+	var e effect
+	if err := m.Wrap(e.handler("charged")).ProcessTask(ctx, task); err != nil || e.n.Load() != 1 {
+		t.Fatalf("third attempt: %v, effect %d", err, e.n.Load())
+	}
+	if r, _ := s.Status(ctx, k); r.State != onceq.StatusDone || r.Attempts != 3 {
+		t.Fatalf("after success: %+v", r)
+	}
+}
+
+func TestMiddlewareInProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{})
+	k := onceq.Key{Namespace: "scan:file", ID: "f-1"}
+	other := mustClaim(t, s, k, "", time.Minute, onceq.Acquired) // another worker
+
+	var e effect
+	err := m.Wrap(e.handler("")).ProcessTask(ctx, asynq.NewTask("scan:file", []byte(`{"id":"f-1"}`)))
+	var ip *onceq.InProgressError
+	if !errors.As(err, &ip) || !errors.Is(err, onceq.ErrInProgress) || e.n.Load() != 0 {
+		t.Fatalf("in progress: %v, effect %d", err, e.n.Load())
+	}
+	if onceq.IsFailure(err) || !onceq.IsFailure(errors.New("x")) || onceq.IsFailure(nil) {
+		t.Fatal("IsFailure must spare only in-progress errors")
+	}
+	delay := onceq.RetryDelay(nil)(0, err, nil)
+	if until := time.Until(other.LeaseUntil); delay < until/4 || delay > until/4*5/4+time.Second {
+		t.Fatalf("retry delay %v, lease ends in %v: want about a quarter of it", delay, until)
+	}
+	fallback := onceq.RetryDelay(func(int, error, *asynq.Task) time.Duration { return 42 * time.Second })
+	if d := fallback(3, errors.New("x"), nil); d != 42*time.Second {
+		t.Fatalf("other errors must use the wrapped delay, got %v", d)
+	}
+}
+
+// The heartbeat keeps a long handler's lease alive; losing the lease cancels
+// the handler's context and its completion is refused.
+func TestMiddlewareHeartbeatAndLeaseLoss(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, rec := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{Lease: 150 * time.Millisecond, Heartbeat: 30 * time.Millisecond})
+	k := onceq.Key{Namespace: "scan:file", ID: "long"}
+
+	started, proceed := make(chan struct{}), make(chan struct{})
+	handlerErr, cause := make(chan error, 1), make(chan error, 1)
+	go func() {
+		handlerErr <- m.Wrap(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			close(started)
+			<-proceed
+			cause <- context.Cause(ctx)
+			onceq.SetResult(ctx, []byte("stale"))
+			return nil
+		})).ProcessTask(ctx, asynq.NewTask("scan:file", []byte(`{"id":"long"}`)))
+	}()
+	<-started
+	time.Sleep(400 * time.Millisecond) // well past the 150ms lease: only heartbeats keep it
+	mustClaim(t, s, k, "", time.Minute, onceq.InProgress)
+
+	// Simulate a takeover: the record vanishes and another worker claims.
+	if err := s.Forget(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	winner := mustClaim(t, s, k, "", time.Minute, onceq.Acquired)
+	waitFor(t, func() bool { return rec.count("lease_lost") > 0 })
+	close(proceed)
+	if c := <-cause; !errors.Is(c, onceq.ErrLeaseLost) {
+		t.Fatalf("stale handler's context cause %v, want ErrLeaseLost", c)
+	}
+	if err := <-handlerErr; err != nil {
+		t.Fatalf("stale handler: %v", err)
+	}
+	if err := s.Complete(ctx, winner.Hold, []byte("winner"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Status(ctx, k); string(r.Result) != "winner" {
+		t.Fatalf("stale worker overwrote the result: %q", r.Result)
+	}
+}
+
+func TestMiddlewareShutdownReleasesCutOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
+	m, err := onceq.NewMiddleware(s, onceq.MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := onceq.Key{Namespace: "email:send", ID: "cut"}
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	go m.Wrap(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})).ProcessTask(ctx, asynq.NewTask("email:send", []byte(`{"id":"cut"}`)))
+	<-started
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-cause; c == nil || !strings.Contains(c.Error(), "shutdown") {
+		t.Fatalf("handler context cause %v", c)
+	}
+	if r, _ := s.Status(ctx, k); r.State != onceq.StatusFailed || r.Error != "cut off by shutdown" {
+		t.Fatalf("after shutdown: %+v", r)
+	}
+	mustClaim(t, s, k, "", time.Minute, onceq.Acquired) // the next delivery need not wait
+}
+
+// Redis vanishes right after the handler's effect: the middleware keeps
+// trying to record completion while its lease lasts, so the job is not run
+// again when Redis comes back.
+func TestMiddlewareCompletesThroughRedisOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	t.Cleanup(func() { rdb.Close() })
+	s, _ := newStore(t, rdb, onceq.StoreOptions{})
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{Lease: 30 * time.Second})
+	restarted := make(chan error, 1)
+	h := asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		onceq.SetResult(ctx, []byte("sent"))
+		srv.Stop()
+		go func() {
+			time.Sleep(4 * time.Second) // longer than go-redis's own retries
+			restarted <- srv.Restart()
+		}()
+		return nil
+	})
+	if err := m.Wrap(h).ProcessTask(context.Background(), asynq.NewTask("email:send", []byte(`{"id":"outage"}`))); err != nil {
+		t.Fatalf("handler succeeded but the middleware reports %v", err)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Status(context.Background(), onceq.Key{Namespace: "email:send", ID: "outage"})
+	if err != nil || r.State != onceq.StatusDone || string(r.Result) != "sent" {
+		t.Fatalf("after the outage: %+v %v", r, err)
+	}
+}

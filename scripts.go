@@ -1,0 +1,26 @@
+package onceq
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+func mustScript(name string) *redis.Script {
+	src, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	claimScript     = mustScript("claim.lua")
+	extendScript    = mustScript("extend.lua")
+	finishScript    = mustScript("finish.lua")
+	reserveScript   = mustScript("reserve.lua")
+	unreserveScript = mustScript("unreserve.lua")
+)

@@ -1,0 +1,52 @@
+package onceq
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is an asynq server whose handlers run inside the Middleware: the
+// whole wiring of a worker in one call.
+//
+//	srv, err := onceq.NewServer(rdb, store, asynq.Config{Concurrency: 10}, onceq.MiddlewareOptions{Catalog: catalog})
+//	err = srv.Start(mux)
+//	...
+//	err = srv.Shutdown(ctx)
+type Server struct {
+	srv *asynq.Server
+	mw  *Middleware
+}
+
+// NewServer builds a Server on rdb (the caller owns and closes it) and
+// store. cfg is asynq's, with what the middleware needs of it set: a task
+// waiting on another worker's lease is not counted as failed (IsFailure)
+// and comes back after that lease (RetryDelayFunc; cfg's own still decides
+// for every other error).
+func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts MiddlewareOptions) (*Server, error) {
+	mw, err := NewMiddleware(store, opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.IsFailure = isFailure
+	cfg.RetryDelayFunc = retryDelay(cfg.RetryDelayFunc)
+	return &Server{srv: asynq.NewServerFromRedisClient(rdb, cfg), mw: mw}, nil
+}
+
+// Start runs h (usually an asynq.ServeMux) inside the middleware and
+// starts fetching tasks.
+func (s *Server) Start(h asynq.Handler) error {
+	return s.srv.Start(s.mw.Wrap(h))
+}
+
+// Shutdown stops fetching, waits up to cfg.ShutdownTimeout for handlers,
+// then releases the claims of those asynq cut off, so their next delivery
+// claims at once; ctx bounds the release.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.srv.Shutdown()
+	return s.mw.Shutdown(ctx)
+}
+
+var errShutdown = errors.New("onceq: shutdown")

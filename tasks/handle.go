@@ -1,0 +1,44 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq"
+)
+
+// downstream is the key a handler passes downstream: onceq.Handle puts the
+// run in every handler's ctx.
+func downstream(ctx context.Context) string {
+	r, _ := onceq.RunFromContext(ctx)
+	return r.Downstream
+}
+
+func logger(l *zap.Logger) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return l
+}
+
+// permanent marks err as one asynq must not retry.
+func permanent(err error) error {
+	return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+}
+
+// marshal is json.Marshal without HTML escaping, so bodies read naturally.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
