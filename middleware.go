@@ -53,7 +53,7 @@ type MiddlewareOptions struct {
 	// it does not hold are keyed by the producer's headers or their content
 	// hash. Default: none.
 	Catalog *Catalog
-	types map[string]typeOptions // tests; else from Catalog
+	types   map[string]typeOptions // tests; else from Catalog
 
 	// Observer sees the middleware's own decisions (a payload that yields no
 	// key); the Store reports the rest. Default: none.

@@ -112,6 +112,7 @@ func status(ctx context.Context, p *onceq.Producer, k onceq.Key, out io.Writer) 
 	enc.SetIndent("", "  ")
 	return enc.Encode(st)
 }
+
 // batchResult is the per-item outcome of enqueueBatch and its counts.
 type batchResult struct {
 	Outcomes []onceq.Outcome
