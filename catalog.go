@@ -68,8 +68,8 @@ type Spec[P any] struct {
 // usable one; the exported fields are for reading (routes, docs).
 type Kind struct {
 	Type, Queue, Route, KeyRule string
-	// headerKey: an Idempotency-Key fills an empty business id (Spec.SetID).
-	headerKey bool
+	// HeaderKey: an Idempotency-Key fills an empty business id (Spec.SetID).
+	HeaderKey bool
 	// WriteResult, KeepFailed and DoneTTL are the Spec's.
 	WriteResult, KeepFailed bool
 	DoneTTL                 time.Duration
@@ -99,7 +99,7 @@ func Define[P any](s Spec[P]) *Typed[P] {
 	}
 	t := &Typed[P]{spec: s}
 	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Route: s.Route, KeyRule: s.KeyRule,
-		headerKey: s.SetID != nil, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed,
+		HeaderKey: s.SetID != nil, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed,
 		volatile: volatileOf(zero), DoneTTL: s.DoneTTL,
 		build: func(payload []byte, explicit string) (Job, error) {
 			var p P
@@ -122,7 +122,7 @@ func (t *Typed[P]) Job(p P) Job {
 	return j
 }
 
-// job is Job with an explicit key, used where the Spec says headerKey and
+// job is Job with an explicit key, used where the Spec says HeaderKey and
 // the payload names no id.
 func (t *Typed[P]) job(p P, explicit string) (Job, error) {
 	s := t.spec

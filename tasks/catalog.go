@@ -32,8 +32,12 @@ func (k *kinds) all() []*onceq.Kind {
 	return []*onceq.Kind{k.emails.Kind, k.sms.Kind, k.scans.Kind, k.payments.Kind, k.webhooks.Kind, k.orders.Kind}
 }
 
-// define applies the windows' repeat policy for s's type (ONCEQ_ON_REPEAT).
+// define applies the windows to s: the unique window where s sets none,
+// and the repeat policy for its type (ONCEQ_ON_REPEAT).
 func define[P any](w Windows, s onceq.Spec[P]) *onceq.Typed[P] {
+	if s.Unique == 0 {
+		s.Unique = w.Unique
+	}
 	if r, ok := w.OnRepeat[s.Type]; ok {
 		s.Repeat = r
 	}

@@ -91,6 +91,10 @@ func newJob(j onceq.Job) (onceq.Job, error) { return j, j.Err }
 // buildJob is kind's Job of p under the Idempotency-Key explicit, as a
 // catalog builds it from a request.
 func buildJob[P any](kind *onceq.Typed[P], p P, explicit string) (onceq.Job, error) {
+	if explicit == "" || !kind.HeaderKey { // the key is not the request's to choose
+		j := kind.Job(p)
+		return j, j.Err
+	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return onceq.Job{}, err
