@@ -23,8 +23,7 @@ const maxDepth = 64
 // errBadPayload is returned for a payload that is not a single valid JSON document.
 var errBadPayload = errors.New("onceq: bad payload")
 
-// canonicalize returns the canonical JSON of a JSON document, which is what
-// onceq hashes:
+// Canonical JSON is what onceq hashes:
 //   - object keys sorted bytewise, no insignificant whitespace, no HTML escaping;
 //   - volatile fields left out: each is a dotted path from the root
 //     ("attempt", "meta.trace_id"); a path does not descend into arrays;
@@ -36,26 +35,8 @@ var errBadPayload = errors.New("onceq: bad payload")
 //   - strings re-escaped as encoding/json does; no Unicode normalisation.
 //
 // Duplicate object keys, invalid UTF-8, trailing data and nesting deeper than
-// maxDepth are errors wrapping errBadPayload.
-func canonicalize(data []byte, volatile ...string) ([]byte, error) {
-	c := getCanon()
-	defer putCanon(c)
-	if err := c.run(data, volatile); err != nil {
-		return nil, err
-	}
-	return bytes.Clone(c.out), nil
-}
-
-// Hash is the fingerprint of a payload: the SHA-256 of canonicalize(data,
-// volatile...), as unpadded base64url (43 characters).
-func fingerprintOf(data []byte, volatile ...string) (string, error) {
-	c := getCanon()
-	defer putCanon(c)
-	if err := c.run(data, volatile); err != nil {
-		return "", err
-	}
-	return c.fingerprint(), nil
-}
+// maxDepth are errors wrapping errBadPayload. The fingerprint is the SHA-256
+// of the canonical JSON as unpadded base64url (43 characters).
 
 // canon canonicalises one document straight from its bytes: no tree of
 // values, object members sorted in place as offsets into the input. Its
@@ -425,7 +406,7 @@ func appendString(dst, s []byte) []byte {
 	return append(append(dst, s[start:]...), '"')
 }
 
-// appendNumber writes a number literal by value (see canonicalize).
+// appendNumber writes a number literal by value (see Canonical JSON above canon).
 func appendNumber(dst, s []byte) ([]byte, error) {
 	if bytes.IndexAny(s, ".eE") < 0 {
 		// Integer literal: exact digits; strip a sign from zero.
@@ -449,7 +430,7 @@ func appendNumber(dst, s []byte) ([]byte, error) {
 
 // volatileOf lists the dotted JSON paths of the fields of struct v (or a
 // pointer to one) tagged `dedup:"volatile"`, descending into nested structs.
-// Pass the result to canonicalize or Hash; it is shared, do not modify it.
+// Pass the result to canon.run; it is shared, do not modify it.
 func volatileOf(v any) []string {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {

@@ -48,12 +48,12 @@ func checkSameAsReference(t *testing.T, in []byte) {
 	t.Helper()
 	for _, vol := range diffVolatile {
 		want, werr := refCanonical(in, vol...)
-		got, gerr := canonicalize(in, vol...)
+		got, gerr := Canonical(in, vol...)
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
-			t.Fatalf("canonicalize(%q, %q) = %q, %v; reference %q, %v", in, vol, got, gerr, want, werr)
+			t.Fatalf("Canonical(%q, %q) = %q, %v; reference %q, %v", in, vol, got, gerr, want, werr)
 		}
 		if gerr != nil && !errors.Is(gerr, errBadPayload) {
-			t.Fatalf("canonicalize(%q) error %v does not wrap errBadPayload", in, gerr)
+			t.Fatalf("Canonical(%q) error %v does not wrap errBadPayload", in, gerr)
 		}
 		k, fp, err := derive("ns", in, "", vol)
 		if werr != nil {
@@ -86,7 +86,7 @@ func checkSameAsReference(t *testing.T, in []byte) {
 }
 
 // valid must accept exactly what json.Valid accepts, up to the depth
-// canonicalize allows.
+// Canonical allows.
 func checkValid(t *testing.T, in []byte) {
 	t.Helper()
 	if want := json.Valid(in); valid(in) != want && (!want || !tooDeep(in)) {
@@ -168,7 +168,7 @@ func BenchmarkDeriveVsReference(b *testing.B) {
 	for _, impl := range []struct {
 		name string
 		fn   func([]byte, ...string) ([]byte, error)
-	}{{"derive", fastDerive}, {"derive-reference", refDerive}, {"canonical", canonicalize}, {"canonical-reference", refCanonical}} {
+	}{{"derive", fastDerive}, {"derive-reference", refDerive}, {"canonical", Canonical}, {"canonical-reference", refCanonical}} {
 		b.Run(impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

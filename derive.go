@@ -8,7 +8,7 @@ import (
 // The id is, in order: explicit (a business key or an Idempotency-Key
 // header), the payload's top-level "dedup_key", its top-level "id" (a string
 // or an integer), each made an id by callerID; else contentID of the
-// payload's SHA-256. The fingerprint is always Hash of the whole payload
+// payload's SHA-256. The fingerprint is always the SHA-256 of the whole canonical payload
 // without volatile fields, so a key reused with another payload is detected
 // as a Conflict. One pass over the payload does both.
 func derive(namespace string, payload []byte, explicit string, volatile []string) (Key, string, error) {

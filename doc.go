@@ -1,15 +1,31 @@
-// Package dedup is onceq's idempotency engine: keys and fingerprints, the
-// Redis-backed record that lets a job run once in effect, time windows for
-// producers, and the asynq middleware that puts handlers inside it.
+// Package onceq runs asynq tasks once in effect. Network failures, client
+// retries and worker crashes deliver the same job twice; onceq refuses the
+// repeat at the producer and, at the worker, runs each handler inside an
+// idempotency record in Redis, so the effect happens once.
+//
+// Declare a task type once with Define; a Catalog of them is the one rule
+// every way in agrees on (library code, a CLI, batch files, an HTTP API).
+// A Producer enqueues its Jobs and answers with an Outcome: Enqueued,
+// Duplicate (with the stored result once done), Conflict (the key was used
+// for other content) or Throttled (a time window or rate rule, with
+// RetryAfter). NewServer wires an asynq server whose handlers run inside the
+// Middleware; Handle binds a typed func to a type and records its result,
+// which duplicates get back. Producer.Status and Wait say whether a job ran.
+// The package oncetest holds an in-memory Store and helpers for testing
+// handlers without Redis; pgledger commits a handler's Postgres effects with
+// its record in one transaction.
 //
 // # Keys
 //
-// A Key is a namespace (by default the task type) and an id: an explicit
-// business key, else the payload's "dedup_key" or "id", else the SHA-256 of
-// its canonical JSON (see canonicalize) in hex. Every Redis key of one Key shares
-// the Cluster hash tag {namespace/id}. The fingerprint is the same SHA-256 as
-// base64url (Hash). A producer that uses the key as the asynq task id may
-// leave the key header out: TaskKey reads it from the task id.
+// A Key is a namespace (the task type) and an id: the Spec's business id
+// (ID), else the payload's "dedup_key" or "id", else the SHA-256 of its
+// canonical JSON in hex. Canonical JSON orders object members, normalises
+// numbers and drops the fields tagged `dedup:"volatile"`, so key order and
+// whitespace never change the hash. Every Redis key of one Key shares the
+// Cluster hash tag {namespace/id}. The fingerprint is the same SHA-256 as
+// base64url; it is stored with the record, so a key reused with other
+// content is a Conflict. A producer that uses the key as the asynq task id
+// leaves the key header out: the worker reads the key from the task id.
 //
 // # The record
 //
@@ -27,7 +43,7 @@
 // A fingerprint is checked against a done record only. A failed record, or
 // a running one whose lease expired, is taken over by a claim with another
 // fingerprint, which is stored: after a job failed for good, the producer's
-// next incarnation of the key (headerIncarnation), perhaps with a corrected
+// next incarnation of the key (the task header onceq-inc), perhaps with a corrected
 // payload, runs. A live lease with another fingerprint answers InProgress,
 // never Conflict: two jobs of one key never run at once, and the newer waits
 // instead of being archived. Extend, Complete and Release are
@@ -37,8 +53,8 @@
 //
 // # The life of a key
 //
-// The producer (onceq.Producer, through guardEnqueue), the worker (this
-// record), the HTTP API and status follow one table:
+// The producer (Producer, through the guard around asynq's enqueue
+// script), the worker (this record), the HTTP API and status follow one table:
 //
 //	state of the key          repeat, same content        other content          free again
 //	absent                    enqueued                    enqueued               -
@@ -54,7 +70,7 @@
 // the producer swaps the archived task for the next incarnation in one
 // script (lua/enqueue.lua), so there is never both nor neither. Retries
 // stay inside one incarnation; each incarnation has its own downstream key
-// (Key.Downstream: "ns/id", then "ns/id#2"), so a downstream that cached the
+// (Run.Downstream: "ns/id", then "ns/id#2"), so a downstream that cached the
 // failed attempt's answer does not replay it. A done record refuses a repeat
 // even when its asynq task was deleted; a completed task that outlived its
 // done record does not. No key is refused without a live or done job behind
@@ -110,9 +126,9 @@
 // effect happens once" provided: the handler is done when Complete succeeds;
 // a crash after the side effect but before Complete lets the next delivery run
 // the handler again once the lease ends, so handlers pass the key (from
-// DownstreamKey) downstream as an idempotency key or Message-ID, where the
+// RunFromContext: Run.Downstream) downstream as an idempotency key or Message-ID, where the
 // downstream deduplicates. Retries of one incarnation share that key; the
-// next incarnation (headerIncarnation "2", after a job failed for good) gets
+// next incarnation (header onceq-inc "2", after a job failed for good) gets
 // "key#2", so the downstream does not replay the answer that failed. Redis is the source of truth: on a failover that
 // loses acknowledged writes (asynchronous replication), a claim or completion
 // can be lost and a job can run twice; run Redis with AOF and noeviction.

@@ -1,9 +1,8 @@
 package onceq
 
 import (
+	"bytes"
 	"context"
-
-	"github.com/hibiken/asynq"
 )
 
 // Internals the external tests of this package exercise, under the names
@@ -22,9 +21,7 @@ const (
 
 var (
 	CallerID          = callerID
-	Canonical         = canonicalize
 	Derive            = derive
-	Hash              = fingerprintOf
 	GuardEnqueue      = guardEnqueue
 	GuardEnqueues     = guardEnqueues
 	Incarnation       = parseIncarnation
@@ -74,11 +71,24 @@ func WithKey(ctx context.Context, k Key) context.Context {
 	return withRun(ctx, Run{Key: k, Incarnation: 1, Attempt: 1, Downstream: k.downstream(1)})
 }
 
-// ServerConfig is what NewServer sets on cfg.
-func ServerConfig(cfg asynq.Config) asynq.Config {
-	cfg.IsFailure = isFailure
-	cfg.RetryDelayFunc = retryDelay(cfg.RetryDelayFunc)
-	return cfg
+// Canonical returns the canonical JSON of a JSON document (see canon).
+func Canonical(data []byte, volatile ...string) ([]byte, error) {
+	c := getCanon()
+	defer putCanon(c)
+	if err := c.run(data, volatile); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(c.out), nil
+}
+
+// Hash is the fingerprint of a payload.
+func Hash(data []byte, volatile ...string) (string, error) {
+	c := getCanon()
+	defer putCanon(c)
+	if err := c.run(data, volatile); err != nil {
+		return "", err
+	}
+	return c.fingerprint(), nil
 }
 
 // Downstream is k's downstream key for incarnation n.

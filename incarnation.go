@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// errBadIncarnation is wrapped by Incarnation for a headerIncarnation that
+// errBadIncarnation is wrapped by parseIncarnation for a headerIncarnation that
 // is not a positive decimal integer. The middleware treats it as a bad
 // payload (asynq.SkipRetry): guessing 1 would hand the downstream the key of
 // the first incarnation, whose cached answer (a gateway's decline) a new
@@ -17,7 +17,7 @@ var errBadIncarnation = errors.New("onceq: bad incarnation header")
 // maxIncarnationDigits keeps the number well inside an int on every platform.
 const maxIncarnationDigits = 9
 
-// Incarnation is the life of its key that a task with headers h belongs
+// parseIncarnation is the life of its key that a task with headers h belongs
 // to, from headerIncarnation: 1 when the header is absent, else its value,
 // which must be a positive decimal integer without sign, spaces or leading
 // zeros.

@@ -50,7 +50,7 @@ func newJob(typ string, payload, fpOf any, explicit, queue string) (Job, error) 
 
 // leanTask is j's task as the Producer sends it under j.Key.TaskID()
 // (holder is j.Key.String()): without headerKey when the worker reads the
-// same key from the task id (TaskKey), which saves encoding, storing
+// same key from the task id (taskKeyOf), which saves encoding, storing
 // and decoding it per task. Every valid key comes back from its task id
 // (dedup's FuzzTaskID), so a valid key stands in for decoding the id on each
 // enqueue. The Job keeps the header, so its task enqueued some other way

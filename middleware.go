@@ -25,7 +25,7 @@ const (
 type typeOptions struct {
 	// Namespace of the key when the task carries no headerKey. Default: the task type.
 	Namespace string
-	// Volatile paths left out of the fingerprint (see canonicalize). Default: none.
+	// Volatile paths left out of the fingerprint (canonical JSON, canonical.go). Default: none.
 	Volatile []string
 	// Key gives the key and fingerprint of a task that carries none (plain
 	// asynq code enqueued it: no headerKey, no key as task id), as the

@@ -7,7 +7,7 @@ import (
 )
 
 // Repeat says what a repeat of an accepted key gets while its job has not
-// started (the key-life table in the README and dedup/doc.go). Once the job
+// started (the key-life table in the README and doc.go). Once the job
 // runs, a repeat is a duplicate, or a conflict with other content, under
 // every policy.
 type Repeat struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// TaskKey returns the idempotency key and fingerprint a producer attached
+// taskKeyOf returns the idempotency key and fingerprint a producer attached
 // to t: the key from headerKey, else from the asynq task id in ctx when that
 // id is a key of namespace ns or of the task's type; the fingerprint from
 // headerFingerprint ("" when absent). A producer leaves headerKey out when

@@ -2,7 +2,7 @@ package onceq
 
 // valid reports whether b is exactly one JSON value (RFC 8259) with
 // optional surrounding whitespace, nested at most maxDepth+1 deep (deeper
-// is rejected by canonicalize anyway). It is what json.Valid checks, at a
+// is rejected by canon anyway). It is what json.Valid checks, at a
 // fraction of its cost; FuzzCanonicalMatchesReference holds the two equal.
 // UTF-8 is checked by the caller.
 func valid(b []byte) bool {

@@ -1,4 +1,4 @@
-/* The claim protocol of onceq's idempotency record (dedup/lua/*.lua), for
+/* The claim protocol of onceq's idempotency record (lua/*.lua), for
  * spin. One key, three deliveries of its job, each retrying until it sees the
  * job done, as asynq redelivers until a task is acknowledged. Each Lua script
  * is one atomic step. Time is abstract: a lease nobody holds (its holder

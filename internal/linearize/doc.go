@@ -1,6 +1,6 @@
 // Package linearize checks that onceq's idempotency record behaves like one
 // atomic object: it records every Claim, Extend, Complete, Release and
-// Status that concurrent clients make on a dedup.Store, with call and return
+// Status that concurrent clients make on an onceq.Store, with call and return
 // times and outcomes (History, Client), and asks porcupine whether some
 // order of them, each taking effect between its call and its return, obeys a
 // sequential specification of the record (Model, Check).
@@ -9,7 +9,7 @@
 //
 // One record per key (porcupine checks keys separately): absent, running
 // (owner, fencing token, lease), done (result) or failed (cause), with the
-// rules of dedup/doc.go and the Lua scripts: done answers Mismatch to
+// rules of doc.go at the module root and the Lua scripts: done answers Conflict to
 // another fingerprint and Duplicate to the same, a live lease InProgress
 // with its owner and end (whatever the fingerprint), anything else is
 // acquired, storing the claim's fingerprint, with attempt+1 and a token above every

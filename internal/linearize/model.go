@@ -268,7 +268,7 @@ func (r Rules) reenters(s state, in Input) bool {
 
 // acquire is the write claim.lua makes when it grants the key; the caller
 // fills in token and lease. A running record keeps no cause: only a failed
-// one has it (the packed record's tail, dedup/record.go).
+// one has it (the packed record's tail, record.go).
 func (s state) acquire(in Input, att int) state {
 	if s.st == onceq.StatusUnknown || in.Fingerprint != "" {
 		s.fp = in.Fingerprint
