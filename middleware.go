@@ -23,14 +23,12 @@ const (
 
 // typeOptions is how the middleware deduplicates one task type.
 type typeOptions struct {
-	// Namespace of the key when the task carries no headerKey. Default: the task type.
-	Namespace string
 	// Volatile paths left out of the fingerprint (canonical JSON, canonical.go). Default: none.
 	Volatile []string
 	// Key gives the key and fingerprint of a task that carries none (plain
 	// asynq code enqueued it: no headerKey, no key as task id), as the
 	// type's producer would: its key rule, not the content hash. An error
-	// is a bad payload (asynq.SkipRetry). Default: derive(Namespace,
+	// is a bad payload (asynq.SkipRetry). Default: derive(the task type,
 	// payload, "", Volatile).
 	Key func(payload []byte) (key Key, fingerprint string, err error)
 	// WriteResult copies each result to the task's asynq ResultWriter, so

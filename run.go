@@ -44,10 +44,7 @@ func RunFromContext(ctx context.Context) (Run, bool) {
 // (o.Key: what the type's Spec gives the payload), else the content hash;
 // with the incarnation from t's header. An error is a bad payload.
 func runOf(ctx context.Context, t *asynq.Task, o typeOptions) (Run, error) {
-	ns := o.Namespace
-	if ns == "" {
-		ns = t.Type()
-	}
+	ns := t.Type()
 	k, fp, ok, err := taskKeyOf(ctx, t, ns)
 	switch {
 	case ok:
