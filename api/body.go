@@ -65,7 +65,7 @@ func refused(err error) response {
 // JSON is: either way the request can never succeed as sent, and 422 stays
 // the draft's "this key was used for other content".
 func invalid(err error) response {
-	return problem(http.StatusBadRequest, probInvalid, strings.TrimPrefix(err.Error(), "tasks: "))
+	return problem(http.StatusBadRequest, probInvalid, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "onceq: "), "tasks: "))
 }
 
 // maxKeyBytes bounds an Idempotency-Key header.
