@@ -31,7 +31,12 @@ type Producer struct {
 }
 
 // NewProducer builds a Producer on rdb; the caller owns rdb and closes it.
+// store holds the windows and answers Status; nil is a RedisStore on rdb
+// with the default options.
 func NewProducer(rdb redis.UniversalClient, store Store, opts ProducerOptions) *Producer {
+	if store == nil {
+		store, _ = NewRedisStore(rdb, StoreOptions{}) // the defaults are valid
+	}
 	if opts.Observer == nil {
 		opts.Observer = func(context.Context, Event) {}
 	}

@@ -21,11 +21,17 @@ type Server struct {
 }
 
 // NewServer builds a Server on rdb (the caller owns and closes it) and
-// store. cfg is asynq's, with what the middleware needs of it set: a task
+// store (nil: a RedisStore on rdb with the default options). cfg is asynq's, with what the middleware needs of it set: a task
 // waiting on another worker's lease is not counted as failed (isFailure)
 // and comes back after that lease (RetryDelayFunc; cfg's own still decides
 // for every other error).
 func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts MiddlewareOptions) (*Server, error) {
+	if store == nil {
+		var err error
+		if store, err = NewRedisStore(rdb, StoreOptions{}); err != nil {
+			return nil, err
+		}
+	}
 	mw, err := NewMiddleware(store, opts)
 	if err != nil {
 		return nil, err

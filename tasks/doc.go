@@ -1,14 +1,18 @@
-// Package tasks is onceq's task catalog. Each task type is declared once,
-// in its own file, as a Spec: payload and validation, key rule (business id,
-// volatile fields, namespace), windows and rate rules, HTTP route and
-// handler. A Catalog of those declarations is what the CLI, batch files,
-// the HTTP API, webhook routing, the worker and library code all build
-// jobs through, so they agree on what "the same job" is. The Producer
-// enqueues Jobs and reports Enqueued, Duplicate, Conflict or Throttled;
-// Status is the one vocabulary for where a job is.
+// Package tasks holds the daemon's built-in task types, an application of
+// the onceq library: email:send, sms:send, scan:file, payment:charge,
+// webhook:process and order:fulfil. Each is one file: its payload and
+// validation, an onceq.Spec built from the configured Windows, and its
+// handler, bound to the Spec with onceq.Handle. The handlers talk to the
+// outside through small ports (Mailer, Gateway, the scanner); the adapters
+// that implement them live in packages named for what they talk to
+// (tasks/smtp, tasks/stripe, ...), and only cmd/* knows both.
 //
-// Adding a task type: write one file with its payload, a Spec passed to
-// Define (builtinKind inside this package; NewCatalog(w, append(Builtin(),
-// yours.Kind())...) outside it), and its test. Routes, batch, the CLI's
-// enqueue command and handler registration follow from the catalog.
+// NewCatalog is the daemon's catalog: these types under one set of
+// windows, plus any extra kinds, with Register putting their handlers on
+// an asynq mux.
+//
+// Adding a task type: one file with its payload, a spec function and a
+// handler, a line in newKinds and handlers, and its test. Routes, batch,
+// the CLI's enqueue command and handler registration follow from the
+// catalog.
 package tasks
