@@ -66,7 +66,6 @@ var handlers = map[string]func(Deps) asynq.Handler{
 // under the configured windows, and the handlers that run the built-in ones.
 type Catalog struct {
 	*onceq.Catalog
-	w     Windows
 	kinds *kinds
 }
 
@@ -91,11 +90,8 @@ func NewCatalog(w Windows, extra ...*onceq.Kind) (*Catalog, error) {
 			return nil, fmt.Errorf("tasks: catalog: repeat policy for unknown type %q (known: %s)", typ, strings.Join(known, ", "))
 		}
 	}
-	return &Catalog{Catalog: c, w: w, kinds: k}, nil
+	return &Catalog{Catalog: c, kinds: k}, nil
 }
-
-// Windows returns the catalog's windows, defaults applied.
-func (c *Catalog) Windows() Windows { return c.w }
 
 // KeepFailed returns the types whose archived tasks keep their keys
 // refused (Spec.KeepFailed), sorted; none among the built-in types.
