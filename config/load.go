@@ -11,10 +11,8 @@ import (
 	"github.com/kelseyhightower/envconfig"
 )
 
-// LoadWorker reads and validates the worker's configuration.
-func LoadWorker() (Worker, error) { return LoadWorkerFrom(Environ()) }
-
-// LoadWorkerFrom is LoadWorker on env instead of the process environment.
+// LoadWorkerFrom reads and validates the worker's configuration from env
+// (Environ() for the process environment).
 func LoadWorkerFrom(env map[string]string) (Worker, error) {
 	var c Worker
 	if err := loadFrom(env, &c); err != nil {

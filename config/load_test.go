@@ -34,12 +34,12 @@ func defaultAPI() API {
 
 func TestDefaults(t *testing.T) {
 	cleanEnv(t)
-	w, err := LoadWorker()
+	w, err := LoadWorkerFrom(Environ())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := defaultWorker(); !reflect.DeepEqual(w, want) {
-		t.Errorf("LoadWorker() =\n%+v\nwant\n%+v", w, want)
+		t.Errorf("LoadWorkerFrom(Environ()) =\n%+v\nwant\n%+v", w, want)
 	}
 	a, err := LoadAPI()
 	if err != nil {
@@ -114,12 +114,12 @@ func TestEveryKnobParses(t *testing.T) {
 		WebhookIDFields:  map[string]string{"acme": "event_id"},
 		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, WebhookBodyBudget: 4096, ReplayTTL: 6 * time.Hour}
 
-	w, err := LoadWorker()
+	w, err := LoadWorkerFrom(Environ())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(w, wantWorker) {
-		t.Errorf("LoadWorker() =\n%+v\nwant\n%+v", w, wantWorker)
+		t.Errorf("LoadWorkerFrom(Environ()) =\n%+v\nwant\n%+v", w, wantWorker)
 	}
 	a, err := LoadAPI()
 	if err != nil {
@@ -162,12 +162,12 @@ func TestUnprefixedIgnored(t *testing.T) {
 		"ENV": "development", "LOG_LEVEL": "debug", "CONCURRENCY": "99", "QUEUES": "x:1",
 		"ADMIN_ADDR": "0.0.0.0:1", "API_ADDR": "0.0.0.0:2", "LEASE": "5s",
 	})
-	w, err := LoadWorker()
+	w, err := LoadWorkerFrom(Environ())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := defaultWorker(); !reflect.DeepEqual(w, want) {
-		t.Errorf("LoadWorker() =\n%+v\nwant the defaults\n%+v", w, want)
+		t.Errorf("LoadWorkerFrom(Environ()) =\n%+v\nwant the defaults\n%+v", w, want)
 	}
 	a, err := LoadAPI()
 	if err != nil {
@@ -209,7 +209,7 @@ func TestUnknownVariables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			setEnv(t, map[string]string{tc.name: "tcp://10.0.0.1:6379"})
 			for _, load := range []func() error{
-				func() error { _, err := LoadWorker(); return err },
+				func() error { _, err := LoadWorkerFrom(Environ()); return err },
 				func() error { _, err := LoadAPI(); return err },
 				func() error { _, err := LoadProducer(); return err },
 			} {
@@ -235,7 +235,7 @@ func TestKnownSetIsUnion(t *testing.T) {
 
 func TestStripeKnobsParse(t *testing.T) {
 	setEnv(t, map[string]string{"ONCEQ_STRIPE_KEY": "sk_test_abc", "ONCEQ_STRIPE_URL": "http://127.0.0.1:12111"})
-	w, err := LoadWorker()
+	w, err := LoadWorkerFrom(Environ())
 	if err != nil {
 		t.Fatal(err)
 	}

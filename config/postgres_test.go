@@ -7,7 +7,7 @@ import (
 
 func TestPostgresURLIsASecret(t *testing.T) {
 	t.Setenv("ONCEQ_POSTGRES_URL", "postgres://app:hunter2@db:5432/app")
-	w, err := LoadWorker()
+	w, err := LoadWorkerFrom(Environ())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestPostgresBadValues(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(env[0], env[1])
-			_, err := LoadWorker()
+			_, err := LoadWorkerFrom(Environ())
 			if err == nil {
 				t.Fatalf("%s=%q accepted", env[0], env[1])
 			}

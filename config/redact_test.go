@@ -24,7 +24,7 @@ func TestRedactedHidesSecrets(t *testing.T) {
 		"ONCEQ_WEBHOOK_SECRETS": "github:ghsecret",
 	})
 	secretValues = append(secretValues, "gwtok")
-	w, err := LoadWorker()
+	w, err := LoadWorkerFrom(Environ())
 	if err != nil {
 		t.Fatal(err)
 	}

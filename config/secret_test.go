@@ -19,7 +19,7 @@ func TestEmptySecretRejected(t *testing.T) {
 		for _, value := range []string{"", " ", "\n"} {
 			t.Run(key+"="+strings.TrimSpace(value), func(t *testing.T) {
 				setEnv(t, map[string]string{key: value})
-				_, err := LoadWorker()
+				_, err := LoadWorkerFrom(Environ())
 				wantErr(t, err, key, "empty")
 				_, err = LoadAPI()
 				wantErr(t, err, key, "empty")
@@ -61,7 +61,7 @@ func TestSecretListEntries(t *testing.T) {
 
 func TestShortAdminTokenRefused(t *testing.T) {
 	setEnv(t, map[string]string{"ONCEQ_ADMIN_TOKEN": "x"})
-	_, err := LoadWorker()
+	_, err := LoadWorkerFrom(Environ())
 	wantErr(t, err, "ONCEQ_ADMIN_TOKEN is shorter than 16 bytes")
 }
 
@@ -75,6 +75,6 @@ func TestParseErrorHidesSecret(t *testing.T) {
 	}
 
 	setEnv(t, map[string]string{"ONCEQ_LEASE": "soon"})
-	_, err = LoadWorker()
+	_, err = LoadWorkerFrom(Environ())
 	wantErr(t, err, "ONCEQ_LEASE", `"soon"`)
 }

@@ -134,7 +134,7 @@ func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
 			}
 
 			setEnv(t, map[string]string{"ONCEQ_ADMIN_ADDR": tc.addr})
-			_, err := LoadWorker()
+			_, err := LoadWorkerFrom(Environ())
 			if tc.loopback && err != nil {
 				t.Fatalf("loopback without token rejected: %v", err)
 			}
@@ -142,7 +142,7 @@ func TestAdminBeyondLoopbackNeedsToken(t *testing.T) {
 				wantErr(t, err, "ONCEQ_ADMIN_TOKEN")
 			}
 			t.Setenv("ONCEQ_ADMIN_TOKEN", "admin-0123456789abcdef")
-			if _, err := LoadWorker(); err != nil {
+			if _, err := LoadWorkerFrom(Environ()); err != nil {
 				t.Fatalf("with a token: %v", err)
 			}
 		})
@@ -183,7 +183,7 @@ func TestAPIValidation(t *testing.T) {
 func loadWorkerWants(t *testing.T, env map[string]string, want string) {
 	t.Helper()
 	setEnv(t, env)
-	_, err := LoadWorker()
+	_, err := LoadWorkerFrom(Environ())
 	if want == "" {
 		if err != nil {
 			t.Fatalf("rejected: %v", err)

@@ -102,7 +102,7 @@ func TestEffectiveEnvLoads(t *testing.T) {
 				setOnlyEnv(t, env.vars)
 				switch w.component() {
 				case "worker":
-					cfg, err := config.LoadWorker()
+					cfg, err := config.LoadWorkerFrom(config.Environ())
 					if err != nil {
 						t.Fatalf("LoadWorker with %s's environment: %v", w, err)
 					}
@@ -205,7 +205,7 @@ func shutdownTimeout(t *testing.T, env containerEnv) time.Duration {
 	var d time.Duration
 	t.Run("default shutdown timeout", func(t *testing.T) {
 		setOnlyEnv(t, nil)
-		cfg, err := config.LoadWorker()
+		cfg, err := config.LoadWorkerFrom(config.Environ())
 		if err != nil {
 			t.Fatal(err)
 		}
