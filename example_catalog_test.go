@@ -32,8 +32,7 @@ func ExampleCatalog_Build() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	reminders := onceq.Define(onceq.Spec[Reminder]{Type: "reminder:send"})
@@ -73,8 +72,7 @@ func ExampleCatalog() {
 
 	invoices := onceq.Define(onceq.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
 	catalog, _ := onceq.NewCatalog(invoices.Kind)
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
 	mux := asynq.NewServeMux()
 	mux.Handle(invoices.Type, onceq.Handle(invoices, func(ctx context.Context, i Invoice) (string, error) {
 		run, _ := onceq.RunFromContext(ctx)
@@ -92,7 +90,7 @@ func ExampleCatalog() {
 		panic(err)
 	}
 
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	job := invoices.Job(Invoice{ID: "inv-7", Amount: 4200})
 	st, _ := producer.Wait(ctx, job, 10*time.Second)
 	out, _ := producer.Enqueue(ctx, job)

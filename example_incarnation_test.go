@@ -22,8 +22,7 @@ func ExampleRun() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	// A gateway that declines its first request and caches every answer
@@ -45,7 +44,7 @@ func ExampleRun() {
 	}
 
 	payments := onceq.Define(onceq.Spec[Payment]{Type: "payment:charge", ID: func(p Payment) string { return p.PaymentID }})
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{})
 	if err := srv.Start(onceq.Handle(payments, func(ctx context.Context, p Payment) (string, error) {
 		run, _ := onceq.RunFromContext(ctx)
 		answer := charge(run.Downstream)

@@ -19,13 +19,12 @@ func ExampleProducer_Enqueue_inProgress() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	invoices := onceq.Define(onceq.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
 	started, finish := make(chan struct{}), make(chan struct{})
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{})
 	if err := srv.Start(onceq.Handle(invoices, func(ctx context.Context, i Invoice) (string, error) {
 		close(started)
 		<-finish

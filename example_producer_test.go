@@ -20,8 +20,7 @@ func ExampleProducer_Enqueue() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	invoices := onceq.Define(onceq.Spec[Invoice]{
@@ -66,8 +65,7 @@ func ExampleProducer_Enqueue_conflict() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	payments := onceq.Define(onceq.Spec[Payment]{

@@ -20,8 +20,7 @@ func ExampleRepeat() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	invoices := onceq.Define(onceq.Spec[Invoice]{
@@ -41,7 +40,7 @@ func ExampleRepeat() {
 	enqueue(Invoice{ID: "inv-1", Amount: 4200})
 	job := enqueue(Invoice{ID: "inv-1", Amount: 4300}) // corrected before it ran
 
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{})
 	if err := srv.Start(onceq.Handle(invoices, func(ctx context.Context, i Invoice) (int64, error) {
 		fmt.Println("sending amount", i.Amount)
 		return i.Amount, nil
@@ -75,8 +74,7 @@ func ExampleRepeat_debounce() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	debounce, err := onceq.ParseRepeat("debounce:100ms/1m") // as ONCEQ_ON_REPEAT spells it
@@ -99,7 +97,7 @@ func ExampleRepeat_debounce() {
 	}
 
 	// The worker checks for due scheduled tasks every 10 ms here (asynq's default: 5 s).
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{DelayedTaskCheckInterval: 10 * time.Millisecond}, onceq.MiddlewareOptions{})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{DelayedTaskCheckInterval: 10 * time.Millisecond}, onceq.MiddlewareOptions{})
 	if err := srv.Start(onceq.Handle(reindex, func(ctx context.Context, r Reindex) (int, error) {
 		fmt.Println("indexing", r.Doc, "rev", r.Rev)
 		return r.Rev, nil

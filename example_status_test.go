@@ -20,8 +20,7 @@ func ExampleProducer_Status() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	invoices := onceq.Define(onceq.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
@@ -44,7 +43,7 @@ func ExampleProducer_Status() {
 	}
 	show()
 
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{})
 	if err := srv.Start(onceq.Handle(invoices, func(ctx context.Context, i Invoice) (map[string]string, error) {
 		return map[string]string{"message_id": "<" + i.ID + "@example.com>"}, nil
 	})); err != nil {
@@ -69,8 +68,7 @@ func ExampleProducer_Wait() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	invoices := onceq.Define(onceq.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
@@ -81,7 +79,7 @@ func ExampleProducer_Wait() {
 	st, _ := producer.Wait(ctx, job, 50*time.Millisecond) // no worker yet
 	fmt.Println("no worker:", st.State)
 
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{})
 	if err := srv.Start(onceq.Handle(invoices, func(ctx context.Context, i Invoice) (string, error) {
 		fmt.Println("sending", i.ID)
 		return "sent " + i.ID, nil

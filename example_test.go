@@ -29,8 +29,7 @@ func Example() {
 
 	invoices := onceq.Define(onceq.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
 	catalog, _ := onceq.NewCatalog(invoices.Kind)
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
 	mux := asynq.NewServeMux()
 	mux.Handle(invoices.Type, onceq.Handle(invoices, func(ctx context.Context, i Invoice) (string, error) {
 		fmt.Println("sending", i.ID)
@@ -39,7 +38,7 @@ func Example() {
 	_ = srv.Start(mux)
 	defer srv.Shutdown(ctx)
 
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	job := invoices.Job(Invoice{ID: "inv-1", Amount: 4200})
 	first, _ := producer.Enqueue(ctx, job)
 	st, _ := producer.Wait(ctx, job, 10*time.Second)

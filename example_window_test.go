@@ -26,8 +26,7 @@ func ExampleSpec_window() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	scans := onceq.Define(onceq.Spec[Scan]{Type: "scan:file", Window: 30 * time.Second})
@@ -52,8 +51,7 @@ func ExampleRule() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	ctx := context.Background()
 
 	payments := onceq.Define(onceq.Spec[Payment]{

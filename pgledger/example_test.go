@@ -56,8 +56,7 @@ func ExampleHandle() {
 
 	orders := onceq.Define(onceq.Spec[Order]{Type: "order:fulfil", ID: func(o Order) string { return o.OrderID }})
 	catalog, _ := onceq.NewCatalog(orders.Kind)
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
-	srv, _ := onceq.NewServer(rdb, store, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
 	mux := asynq.NewServeMux()
 	mux.Handle(orders.Type, pgledger.Handle(ledger, orders, func(ctx context.Context, tx pgx.Tx, o Order) (Shipment, error) {
 		fmt.Printf("shipping %s, %d lines\n", o.OrderID, o.Lines)
@@ -69,7 +68,7 @@ func ExampleHandle() {
 	}
 	defer srv.Shutdown(ctx)
 
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
 	job := orders.Job(Order{OrderID: "ord-1", Lines: 3})
 	if _, err := producer.Enqueue(ctx, job); err != nil {
 		log.Fatal(err)
