@@ -6,37 +6,45 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq"
 )
 
-// A job claimed, completed, then delivered again: the second delivery is a
-// duplicate and gets the stored result instead of running.
+// Invoice is your own task's payload.
+type Invoice struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+}
+
+// Define your task type, wrap your handler, enqueue. The invoice is sent
+// once; enqueuing it again answers a duplicate with the stored result.
 func Example() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	mr, _ := miniredis.Run() // an embedded Redis; use your own
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, _ := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
 	ctx := context.Background()
 
-	payload := []byte(`{"to":"ada@example.com","subject":"Welcome","attempt":1}`)
-	key, fp, _ := onceq.Derive("email:send", payload, "", []string{"attempt"})
+	invoices := onceq.Define(onceq.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
+	catalog, _ := onceq.NewCatalog(invoices.Kind)
+	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
+	mux := asynq.NewServeMux()
+	mux.Handle(invoices.Type, onceq.Handle(invoices, func(ctx context.Context, i Invoice) (string, error) {
+		fmt.Println("sending", i.ID)
+		return "sent", nil
+	}))
+	_ = srv.Start(mux)
+	defer srv.Shutdown(ctx)
 
-	first, _ := store.Claim(ctx, key, fp, time.Minute, "")
-	fmt.Println("first delivery:", first.Outcome)
-	_ = store.Complete(ctx, first.Hold, []byte(`{"message_id":"<m1@onceq>"}`), 0)
-
-	// A retry by the client: key order and the attempt counter differ.
-	again := []byte(`{"attempt":2,"subject":"Welcome","to":"ada@example.com"}`)
-	key2, fp2, _ := onceq.Derive("email:send", again, "", []string{"attempt"})
-	second, _ := store.Claim(ctx, key2, fp2, time.Minute, "")
-	fmt.Println("second delivery:", second.Outcome, string(second.Result))
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	job := invoices.Job(Invoice{ID: "inv-1", Amount: 4200})
+	first, _ := producer.Enqueue(ctx, job)
+	st, _ := producer.Wait(ctx, job, 10*time.Second)
+	again, _ := producer.Enqueue(ctx, job)
+	fmt.Printf("%s, %s; then %s %s\n", first.Decision, st.State, again.Decision, again.Result)
 	// Output:
-	// first delivery: acquired
-	// second delivery: duplicate {"message_id":"<m1@onceq>"}
+	// sending inv-1
+	// enqueued, done; then duplicate "sent"
 }

@@ -11,18 +11,14 @@ import (
 	"github.com/onceq/onceq"
 )
 
-// Wrap your own asynq handler in one call. A task delivered twice (asynq is
-// at least once) runs once; the second delivery is acknowledged with the
-// stored result. In a server, onceq.ServerConfig adds the two asynq.Config
-// hooks the middleware needs:
-//
-//	srv := asynq.NewServer(redisOpt, onceq.ServerConfig(asynq.Config{Concurrency: 10}))
-//	srv.Run(mw.Wrap(handler))
+// Wrap puts a plain asynq handler of your own inside the idempotency record.
+// asynq delivers at least once: the same task delivered twice runs once, and
+// the second delivery is acknowledged with the stored result. A task without
+// onceq's headers is keyed by its payload's "id" (or "dedup_key"), else by
+// its content hash; give the middleware a Catalog for your types' own rules.
+// NewServer does this wrapping for a whole asynq server.
 func ExampleMiddleware_Wrap() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	mr, _ := miniredis.Run()
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
@@ -31,24 +27,23 @@ func ExampleMiddleware_Wrap() {
 	defer mw.Shutdown(context.Background())
 
 	sendInvoice := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		key, _ := onceq.KeyFromContext(ctx) // pass it downstream as the Idempotency-Key
-		fmt.Println("sending", key)
+		run, _ := onceq.RunFromContext(ctx)
+		fmt.Println("sending with Message-ID", run.Downstream)
 		onceq.SetResult(ctx, []byte(`{"sent":true}`))
 		return nil
 	})
 	handler := mw.Wrap(sendInvoice)
 
-	// A task enqueued by plain asynq code: the key is the payload's "id".
 	task := asynq.NewTask("invoice:send", []byte(`{"id":"inv-1","to":"ada@example.com"}`))
 	for delivery := 1; delivery <= 2; delivery++ {
 		err := handler.ProcessTask(context.Background(), task)
 		fmt.Println("delivery", delivery, "error:", err)
 	}
 	rec, _ := store.Status(context.Background(), onceq.Key{Namespace: "invoice:send", ID: "inv-1"})
-	fmt.Println(rec.State, string(rec.Result))
+	fmt.Println(rec.State, rec.Attempts, string(rec.Result))
 	// Output:
-	// sending invoice:send/inv-1
+	// sending with Message-ID invoice:send/inv-1
 	// delivery 1 error: <nil>
 	// delivery 2 error: <nil>
-	// done {"sent":true}
+	// done 1 {"sent":true}
 }
