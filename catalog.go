@@ -93,9 +93,19 @@ func Define[P any](s Spec[P]) *Typed[P] {
 		s.Unique = defaultUnique
 	}
 	var zero P
-	if _, err := NewKey(s.Type, "probe"); err != nil || (s.SetID != nil && s.ID == nil) ||
+	_, err := NewKey(s.Type, "probe")
+	if err == nil && s.Repeat.Policy != "" {
+		_, err = ParseRepeat(s.Repeat.Policy) // the policy's name; debounce's times are fields
+		if s.Repeat.Policy == repeatDebounce {
+			err = nil
+			if s.Repeat.Delay <= 0 || s.Repeat.MaxWait < s.Repeat.Delay {
+				err = fmt.Errorf("debounce needs 0 < Delay <= MaxWait")
+			}
+		}
+	}
+	if err != nil || (s.SetID != nil && s.ID == nil) ||
 		s.Unique < 0 || s.Window < 0 || (s.DoneTTL != 0 && s.DoneTTL < time.Millisecond) {
-		panic(fmt.Sprintf("onceq: Define %q: needs a valid type, ID with SetID, and no negative windows (%v)", s.Type, err))
+		panic(fmt.Sprintf("onceq: Define %q: needs a valid type and repeat policy, ID with SetID, and no negative windows (%v)", s.Type, err))
 	}
 	t := &Typed[P]{spec: s}
 	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Route: s.Route, KeyRule: s.KeyRule,

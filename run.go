@@ -15,7 +15,9 @@ type Run struct {
 	// Incarnation is which life of the key the job is: 1, or more after
 	// earlier jobs of the key failed for good. Retries keep it.
 	Incarnation int
-	// Attempt counts the runs of this record: 1 for the first.
+	// Attempt counts the runs of the key's record: 1 for the first. A
+	// failed record is kept for the store's FailedTTL, so the first run of a
+	// later incarnation may count on from the failed one's.
 	Attempt int
 	// Downstream is the key to pass downstream (a gateway's
 	// Idempotency-Key, a Message-ID), so a crash between the effect and

@@ -21,10 +21,8 @@ type Server struct {
 }
 
 // NewServer builds a Server on rdb (the caller owns and closes it) and
-// store (nil: a RedisStore on rdb with the default options). cfg is asynq's, with what the middleware needs of it set: a task
-// waiting on another worker's lease is not counted as failed (isFailure)
-// and comes back after that lease (RetryDelayFunc; cfg's own still decides
-// for every other error).
+// store (nil: a RedisStore on rdb with the default options). cfg is
+// asynq's; NewServer applies ServerConfig to it.
 func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts MiddlewareOptions) (*Server, error) {
 	if store == nil {
 		var err error
@@ -36,9 +34,18 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 	if err != nil {
 		return nil, err
 	}
+	return &Server{srv: asynq.NewServerFromRedisClient(rdb, ServerConfig(cfg)), mw: mw}, nil
+}
+
+// ServerConfig returns cfg with what the Middleware needs of an asynq
+// server that is not a Server: IsFailure, so a task waiting on another
+// worker's lease is not counted as failed, and a RetryDelayFunc that brings
+// it back after that lease (cfg's own still decides for every other error).
+// Call the Middleware's Shutdown after the asynq server's.
+func ServerConfig(cfg asynq.Config) asynq.Config {
 	cfg.IsFailure = isFailure
 	cfg.RetryDelayFunc = retryDelay(cfg.RetryDelayFunc)
-	return &Server{srv: asynq.NewServerFromRedisClient(rdb, cfg), mw: mw}, nil
+	return cfg
 }
 
 // Start runs h (usually an asynq.ServeMux) inside the middleware and
