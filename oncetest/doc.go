@@ -1,5 +1,6 @@
-// Package oncetest is onceq's test kit: an in-memory Store and the
-// contract suite every Store must pass.
+// Package oncetest is onceq's test kit: an in-memory Store, the contract
+// suite every Store must pass, and helpers that check a handler of your own
+// runs once under onceq.
 //
 // # The in-memory Store
 //
@@ -27,4 +28,12 @@
 //			return newMyStore(t, opts)
 //		})
 //	}
+//
+// # Testing your handlers
+//
+// RequireOnce delivers one task to your asynq handler several times at
+// once, through onceq's Middleware on a fresh Store, with asynq's retries
+// of failed and panicked runs, and fails the test unless the handler
+// succeeded exactly once. It returns the job's record, whose Result is what
+// every later delivery is answered with.
 package oncetest
