@@ -73,6 +73,7 @@ func mustClaim(t *testing.T, s onceq.Store, k onceq.Key, fp string, lease time.D
 // subtest on a database of its own. What follows is what only Redis shows:
 // its keys, its outages.
 func TestRedisStoreContract(t *testing.T) {
+	t.Parallel()
 	oncetest.TestStore(t, func(t *testing.T, opts onceq.StoreOptions) (onceq.Store, error) {
 		s, err := onceq.NewRedisStore(redistest.Client(t), opts)
 		if err != nil {

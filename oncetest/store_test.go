@@ -9,6 +9,7 @@ import (
 
 // The in-memory Store passes the contract suite RedisStore passes.
 func TestMemoryStore(t *testing.T) {
+	t.Parallel()
 	oncetest.TestStore(t, func(t *testing.T, opts onceq.StoreOptions) (onceq.Store, error) {
 		s, err := oncetest.NewStore(opts)
 		if err != nil {
