@@ -11,38 +11,6 @@ import (
 	"github.com/onceq/onceq/internal/redistest"
 )
 
-// Complete's doneTTL keeps one done record for its own TTL; without it the
-// store's DoneTTL applies.
-func TestCompleteDoneTTL(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{DoneTTL: 24 * time.Hour})
-	for _, tt := range []struct {
-		id       string
-		ttl      time.Duration
-		min, max time.Duration
-	}{
-		{"default", 0, 23 * time.Hour, 24 * time.Hour},
-		{"zero", 0, 23 * time.Hour, 24 * time.Hour},
-		{"short", 30 * time.Second, time.Second, 30 * time.Second},
-		{"long", 72 * time.Hour, 71 * time.Hour, 72 * time.Hour},
-	} {
-		k := mustKey(t, "scan:file", "ttl-"+tt.id)
-		c := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
-		if err := s.Complete(ctx, c.Hold, []byte("clean"), tt.ttl); err != nil {
-			t.Fatal(err)
-		}
-		if r, err := s.Status(ctx, k); err != nil || r.State != onceq.StatusDone || r.ExpiresIn < tt.min || r.ExpiresIn > tt.max {
-			t.Errorf("%s: %+v %v; want done expiring in %v..%v", tt.id, r, err, tt.min, tt.max)
-		}
-	}
-	k := mustKey(t, "scan:file", "ttl-bad")
-	c := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
-	if err := s.Complete(ctx, c.Hold, nil, -time.Second); err == nil {
-		t.Fatal("a negative done TTL was accepted")
-	}
-}
-
 // The middleware completes each type with its TypeOptions.DoneTTL.
 func TestMiddlewarePerTypeDoneTTL(t *testing.T) {
 	t.Parallel()

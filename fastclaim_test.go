@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,84 +98,6 @@ func flat(trips [][]string) []string {
 		out = append(out, t...)
 	}
 	return out
-}
-
-// The compare-and-set matches token and owner: a hold with the current token
-// but another owner (two workers whose clocks gave the same µs across an
-// expiry) writes nothing.
-func TestSameTokenOtherOwnerFencedOut(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "payment:charge", "twin")
-	c := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
-	twin := onceq.Hold{Key: k, Token: c.Hold.Token, Owner: c.Hold.Owner + "x"}
-	if err := s.Complete(ctx, twin, []byte("twin"), 0); !errors.Is(err, onceq.ErrLeaseLost) {
-		t.Fatalf("complete by a same-token twin: %v, want ErrLeaseLost", err)
-	}
-	if errs := s.Extend(ctx, time.Minute, twin); !errors.Is(errs[0], onceq.ErrLeaseLost) {
-		t.Fatalf("extend by a same-token twin: %v", errs[0])
-	}
-	if err := s.Complete(ctx, c.Hold, []byte("real"), 0); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Re-entrant claims (issue 14): the same delivery takes its own running
-// claim again at once with a fresh token; another delivery, or a claim
-// without one, still sees it in progress.
-func TestReentrantClaimSameDeliveryOnly(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "payment:charge", "again")
-	mine, other := "boot-a/task-1", "boot-b/task-1"
-
-	first, err := s.Claim(ctx, k, "fp", time.Minute, mine)
-	if err != nil || first.Outcome != onceq.Acquired || first.Hold.Owner != "boot-a/task-1" {
-		t.Fatalf("first: %+v %v", first, err)
-	}
-	for name, d := range map[string]string{"other delivery": other, "no delivery": ""} {
-		ip, err := s.Claim(ctx, k, "fp", time.Minute, d)
-		if err != nil || ip.Outcome != onceq.InProgress || ip.Owner != "boot-a/task-1" {
-			t.Fatalf("%s: %+v %v", name, ip, err)
-		}
-	}
-	again, err := s.Claim(ctx, k, "fp", time.Minute, mine)
-	if err != nil || again.Outcome != onceq.Acquired || again.Hold.Token <= first.Hold.Token || again.Attempt != 1 {
-		t.Fatalf("same delivery again: %+v %v (first token %d)", again, err, first.Hold.Token)
-	}
-	if err := s.Complete(ctx, first.Hold, nil, 0); !errors.Is(err, onceq.ErrLeaseLost) {
-		t.Fatalf("the lost claim's hold must be fenced out: %v", err)
-	}
-	if c, err := s.Claim(ctx, k, "fp-other", time.Minute, mine); err != nil || c.Outcome != onceq.InProgress {
-		t.Fatalf("re-entry with another fingerprint must wait for the live lease: %+v %v", c, err)
-	}
-	if err := s.Complete(ctx, again.Hold, []byte("done"), 0); err != nil {
-		t.Fatal(err)
-	}
-	if c, _ := s.Claim(ctx, k, "fp", time.Minute, mine); c.Outcome != onceq.Duplicate {
-		t.Fatalf("a done key never runs again, re-entrant or not: %v", c.Outcome)
-	}
-}
-
-func TestClaimRejectsSeparator(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "t", "sep")
-	if _, err := s.Claim(ctx, k, "a|b", time.Minute, ""); err == nil || !strings.Contains(err.Error(), "'|'") {
-		t.Fatalf("fingerprint with '|': %v", err)
-	}
-	if _, err := s.Claim(ctx, k, "", time.Minute, "x|y"); err == nil {
-		t.Fatal("delivery with '|' accepted")
-	}
-	if _, err := onceq.NewRedisStore(redistest.Client(t), onceq.StoreOptions{Owner: "a|b"}); err == nil {
-		t.Fatal("owner with '|' accepted")
-	}
-	if r, _ := s.Status(ctx, k); r.State != onceq.StatusUnknown {
-		t.Fatalf("a refused claim wrote %+v", r)
-	}
 }
 
 // The embedded default runs on miniredis: SET NX GET, the scripts and the

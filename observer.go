@@ -1,31 +1,35 @@
 package onceq
 
-import "context"
+import (
+	"context"
+
+	"github.com/onceq/onceq/internal/storerule"
+)
 
 // Operations and outcomes an Event names; they are the words logs and
-// metrics carry.
+// metrics carry. A Store's are storerule's, which every Store shares.
 const (
-	opClaim    = "claim"
-	opExtend   = "extend"
-	opComplete = "complete"
-	opRelease  = "release"
-	opReserve  = "reserve"
+	opClaim    = storerule.OpClaim
+	opExtend   = storerule.OpExtend
+	opComplete = storerule.OpComplete
+	opRelease  = storerule.OpRelease
+	opReserve  = storerule.OpReserve
 	opEnqueue  = "enqueue"
 
-	outcomeClaimed    = "claimed"
-	outcomeDuplicate  = "duplicate"
-	outcomeInProgress = "in_progress"
-	outcomeMismatch   = "mismatch"
-	outcomeCompleted  = "completed"
-	outcomeReleased   = "released"
-	outcomeExtended   = "extended"
-	outcomeLeaseLost  = "lease_lost"
-	outcomeReserved   = "reserved"
+	outcomeClaimed    = storerule.OutcomeClaimed
+	outcomeDuplicate  = storerule.OutcomeDuplicate
+	outcomeInProgress = storerule.OutcomeInProgress
+	outcomeMismatch   = storerule.OutcomeMismatch
+	outcomeCompleted  = storerule.OutcomeCompleted
+	outcomeReleased   = storerule.OutcomeReleased
+	outcomeExtended   = storerule.OutcomeExtended
+	outcomeLeaseLost  = storerule.OutcomeLeaseLost
+	outcomeReserved   = storerule.OutcomeReserved
 	outcomeEnqueued   = "enqueued"
-	outcomeThrottled  = "throttled"
+	outcomeThrottled  = storerule.OutcomeThrottled
 	outcomeConflict   = "conflict"
 	outcomeBadPayload = "bad_payload"
-	outcomeError      = "error"
+	outcomeError      = storerule.OutcomeError
 )
 
 // Event is one deduplication decision, handed to the Observer.

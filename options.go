@@ -2,9 +2,9 @@ package onceq
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
+
+	"github.com/onceq/onceq/internal/storerule"
 )
 
 // StoreOptions configures a RedisStore.
@@ -26,31 +26,17 @@ type StoreOptions struct {
 	Observer Observer
 }
 
+// withDefaults applies the defaults every Store shares (storerule) and
+// checks the options.
 func (o StoreOptions) withDefaults() (StoreOptions, error) {
-	if o.DoneTTL == 0 {
-		o.DoneTTL = 24 * time.Hour
+	r, err := storerule.Options{DoneTTL: o.DoneTTL, FailedTTL: o.FailedTTL,
+		MaxResultBytes: o.MaxResultBytes, Owner: o.Owner}.WithDefaults()
+	if err != nil {
+		return o, err
 	}
-	if o.FailedTTL == 0 {
-		o.FailedTTL = time.Hour
-	}
-	if o.MaxResultBytes == 0 {
-		o.MaxResultBytes = 64 << 10
-	}
-	if o.Owner == "" {
-		o.Owner = bootOwner
-	}
+	o.DoneTTL, o.FailedTTL, o.MaxResultBytes, o.Owner = r.DoneTTL, r.FailedTTL, r.MaxResultBytes, r.Owner
 	if o.Observer == nil {
 		o.Observer = func(context.Context, Event) {}
-	}
-	switch {
-	case o.DoneTTL < time.Millisecond:
-		return o, errors.New("onceq: DoneTTL must be at least 1ms")
-	case o.FailedTTL < time.Millisecond:
-		return o, errors.New("onceq: FailedTTL must be at least 1ms")
-	case checkField("owner", o.Owner) != nil:
-		return o, fmt.Errorf("onceq: %w", checkField("Owner", o.Owner))
-	case o.MaxResultBytes < 0:
-		return o, errors.New("onceq: MaxResultBytes must not be negative")
 	}
 	return o, nil
 }

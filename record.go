@@ -1,15 +1,13 @@
 package onceq
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/onceq/onceq/internal/storerule"
 )
 
 // The record is one Redis string, so the common first claim is a single
@@ -21,7 +19,7 @@ import (
 // at) or f (failed, tail = cause). A running record lives lease + grace: its
 // lease is live while PTTL > grace, so lease deadlines are Redis's own clock
 // and nothing stores them. The scripts in lua/ parse the same layout.
-const sep = '|'
+const sep = storerule.Sep
 
 type packed struct {
 	state     byte
@@ -93,36 +91,14 @@ func (p packed) grace() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func (p packed) mismatch(fp string) bool { return fp != "" && p.fp != "" && p.fp != fp }
+func (p packed) mismatch(fp string) bool { return storerule.Mismatch(p.fp, fp) }
 
 // checkField keeps the separator out of fields that are not last.
-func checkField(what, s string) error {
-	if strings.ContainsRune(s, sep) {
-		return fmt.Errorf("%s %q contains '|'", what, s)
-	}
-	return nil
-}
+var checkField = storerule.CheckField
 
-// bootOwner names this process start: host/pid plus a random boot id, so a
-// restarted container with the same pid and hostname is someone else.
-var bootOwner = func() string {
-	host, _ := os.Hostname()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return strings.ReplaceAll(fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:])), "|", "_")
-}()
+// bootOwner names this process start (storerule.BootOwner).
+var bootOwner = storerule.BootOwner
 
-var lastToken atomic.Int64
-
-// nextToken is the token a fresh record starts with: the worker's clock in
-// µs, strictly increasing within the process. Claims on an existing record
-// take max(stored+1, this) in Lua. See doc.go for what clock skew can do.
-func nextToken() int64 {
-	for {
-		last := lastToken.Load()
-		t := max(time.Now().UnixMicro(), last+1)
-		if lastToken.CompareAndSwap(last, t) {
-			return t
-		}
-	}
-}
+// nextToken is the token a fresh record starts with (storerule.NextToken);
+// claims on an existing record take max(stored+1, this) in Lua.
+var nextToken = storerule.NextToken

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/internal/storerule"
 )
 
 // RedisStore is the Store on Redis: single, Sentinel or Cluster alike.
@@ -46,8 +48,8 @@ func (s *RedisStore) runningTTL(lease time.Duration) int64 {
 // needs claim.lua, whatever its fingerprint: a mismatch is decided against
 // a done record alone.
 func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration, delivery string) (Claim, error) {
-	if lease < time.Millisecond {
-		return Claim{}, fmt.Errorf("onceq: claim %q: lease %v below 1ms", k.String(), lease)
+	if err := storerule.AtLeastMS("lease", lease); err != nil {
+		return Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
 	}
 	owner, reentrant := delivery, delivery != ""
 	if !reentrant {
@@ -80,12 +82,11 @@ func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 	case Acquired:
 		s.observe(ctx, opClaim, k, outcomeClaimed, c.Hold.Token, "")
 	case Duplicate:
-		s.observe(ctx, opClaim, k, outcomeDuplicate, 0, "done at "+c.CompletedAt.UTC().Format(time.RFC3339Nano))
+		s.observe(ctx, opClaim, k, outcomeDuplicate, 0, storerule.ReasonDuplicate(c.CompletedAt))
 	case InProgress:
-		s.observe(ctx, opClaim, k, outcomeInProgress, 0,
-			fmt.Sprintf("lease held by %s until %s", c.Owner, c.LeaseUntil.UTC().Format(time.RFC3339Nano)))
+		s.observe(ctx, opClaim, k, outcomeInProgress, 0, storerule.ReasonInProgress(c.Owner, c.LeaseUntil))
 	case Conflict:
-		s.observe(ctx, opClaim, k, outcomeMismatch, 0, "stored fingerprint "+c.Fingerprint)
+		s.observe(ctx, opClaim, k, outcomeMismatch, 0, storerule.ReasonMismatch(c.Fingerprint))
 	}
 	return c, nil
 }
@@ -171,7 +172,7 @@ func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...H
 		case err != nil:
 			errs[i] = s.fail(ctx, opExtend, h.Key, err)
 		case n == 0:
-			s.observe(ctx, opExtend, h.Key, outcomeLeaseLost, h.Token, "token no longer current")
+			s.observe(ctx, opExtend, h.Key, outcomeLeaseLost, h.Token, storerule.ReasonStale)
 			errs[i] = fmt.Errorf("onceq: extend %q: %w", h.Key.String(), ErrLeaseLost)
 		default:
 			s.observe(ctx, opExtend, h.Key, outcomeExtended, h.Token, "")
@@ -186,7 +187,7 @@ func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte, ttl ti
 		return fmt.Errorf("onceq: complete %q: %d bytes over %d: %w",
 			h.Key.String(), len(result), s.opts.MaxResultBytes, ErrResultTooLarge)
 	}
-	ttl, err := doneTTL(s.opts.DoneTTL, ttl)
+	ttl, err := storerule.DoneTTL(s.opts.DoneTTL, ttl)
 	if err != nil {
 		return fmt.Errorf("onceq: complete %q: %w", h.Key.String(), err)
 	}
@@ -207,7 +208,7 @@ func (s *RedisStore) finish(ctx context.Context, op string, ok string, h Hold, n
 	case err != nil:
 		return s.fail(ctx, op, h.Key, err)
 	case n == 0:
-		s.observe(ctx, op, h.Key, outcomeLeaseLost, h.Token, "token no longer current")
+		s.observe(ctx, op, h.Key, outcomeLeaseLost, h.Token, storerule.ReasonStale)
 		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), ErrLeaseLost)
 	}
 	s.observe(ctx, op, h.Key, ok, h.Token, "")
@@ -265,8 +266,8 @@ func (s *RedisStore) Forget(ctx context.Context, k Key) error {
 
 // Reserve implements Store.
 func (s *RedisStore) Reserve(ctx context.Context, k Key, window time.Duration, holder string) (Reservation, error) {
-	if window < time.Millisecond {
-		return Reservation{}, fmt.Errorf("onceq: reserve %q: window %v below 1ms", k.String(), window)
+	if err := storerule.AtLeastMS("window", window); err != nil {
+		return Reservation{}, fmt.Errorf("onceq: reserve %q: %w", k.String(), err)
 	}
 	v, err := reserveScript.Run(ctx, s.rdb, []string{windowKey(k)}, holder, window.Milliseconds()).Slice()
 	if err != nil {
@@ -283,11 +284,10 @@ func (s *RedisStore) Reserve(ctx context.Context, k Key, window time.Duration, h
 	r.Holder, _ = v[1].(string)
 	if r.Holder == holder {
 		// The same job again: its own window does not throttle it.
-		s.observe(ctx, opReserve, k, outcomeReserved, 0, "already held by this holder")
+		s.observe(ctx, opReserve, k, outcomeReserved, 0, storerule.ReasonSameHolder)
 		return r, nil
 	}
-	s.observe(ctx, opReserve, k, outcomeThrottled, 0,
-		fmt.Sprintf("window held by %s for %s", r.Holder, r.RetryAfter))
+	s.observe(ctx, opReserve, k, outcomeThrottled, 0, storerule.ReasonThrottled(r.Holder, r.RetryAfter))
 	return r, nil
 }
 

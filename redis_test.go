@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/oncetest"
 )
 
 type recorder struct {
@@ -68,255 +69,18 @@ func mustClaim(t *testing.T, s onceq.Store, k onceq.Key, fp string, lease time.D
 	return c
 }
 
-func TestClaimLifecycle(t *testing.T) {
+// RedisStore on a real redis-server passes the Store contract suite, each
+// subtest on a database of its own. What follows is what only Redis shows:
+// its keys, its outages.
+func TestRedisStoreContract(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, rec := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "email:send", "welcome-1")
-
-	c := mustClaim(t, s, k, "fp1", time.Minute, onceq.Acquired)
-	if c.Attempt != 1 || c.Hold.Token <= 0 {
-		t.Fatalf("first claim: attempt %d token %d", c.Attempt, c.Hold.Token)
-	}
-	ip := mustClaim(t, s, k, "fp1", time.Minute, onceq.InProgress)
-	if !ip.LeaseUntil.After(time.Now().Add(30 * time.Second)) {
-		t.Fatalf("in progress lease ends %v, want about a minute from now", ip.LeaseUntil)
-	}
-	if ip.Owner == "" {
-		t.Fatal("in progress: no owner reported")
-	}
-	if err := s.Complete(ctx, c.Hold, []byte(`{"message_id":"m1"}`), 0); err != nil {
-		t.Fatal(err)
-	}
-	dup := mustClaim(t, s, k, "fp1", time.Minute, onceq.Duplicate)
-	if string(dup.Result) != `{"message_id":"m1"}` || dup.CompletedAt.IsZero() {
-		t.Fatalf("duplicate: result %q completed %v", dup.Result, dup.CompletedAt)
-	}
-	r, err := s.Status(ctx, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != onceq.StatusDone || r.Attempts != 1 || r.Fingerprint != "fp1" || r.FirstSeen.IsZero() ||
-		r.CompletedAt.Before(r.FirstSeen) || r.ExpiresIn <= 23*time.Hour {
-		t.Fatalf("status after complete: %+v", r)
-	}
-	for o, want := range map[string]int{
-		"claimed": 1, "in_progress": 1, "completed": 1, "duplicate": 1,
-	} {
-		if got := rec.count(o); got != want {
-			t.Errorf("observer saw %d %s, want %d", got, o, want)
+	oncetest.TestStore(t, func(t *testing.T, opts onceq.StoreOptions) (onceq.Store, error) {
+		s, err := onceq.NewRedisStore(redistest.Client(t), opts)
+		if err != nil {
+			return nil, err
 		}
-	}
-}
-
-func TestReleaseAllowsNextClaim(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "payment:charge", "pmt-1")
-
-	c1 := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
-	if err := s.Release(ctx, c1.Hold, "gateway timeout"); err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Status(ctx, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != onceq.StatusFailed || r.Error != "gateway timeout" || r.ExpiresIn > time.Hour {
-		t.Fatalf("status after release: %+v", r)
-	}
-	c2 := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
-	if c2.Attempt != 2 || c2.Hold.Token <= c1.Hold.Token {
-		t.Fatalf("second claim: attempt %d token %d (first %d)", c2.Attempt, c2.Hold.Token, c1.Hold.Token)
-	}
-	// The old token is dead: releasing or completing with it changes nothing.
-	if err := s.Release(ctx, c1.Hold, "late"); !errors.Is(err, onceq.ErrLeaseLost) {
-		t.Fatalf("stale release: %v, want ErrLeaseLost", err)
-	}
-	if err := s.Complete(ctx, c2.Hold, nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := s.Status(ctx, k); r.State != onceq.StatusDone || r.Attempts != 2 || r.Error != "" {
-		t.Fatalf("status after second run: %+v", r)
-	}
-}
-
-func TestConcurrentClaimsOneWinner(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rdb := redistest.Client(t)
-	s, _ := newStore(t, rdb, onceq.StoreOptions{})
-	k := mustKey(t, "scan:file", "doc-1")
-
-	const n = 64
-	var wg sync.WaitGroup
-	outcomes := make([]onceq.Decision, n)
-	errs := make([]error, n)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			c, err := s.Claim(ctx, k, "fp", time.Minute, "")
-			outcomes[i], errs[i] = c.Outcome, err
-		})
-	}
-	close(start)
-	wg.Wait()
-	acquired := 0
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatal(errs[i])
-		}
-		switch outcomes[i] {
-		case onceq.Acquired:
-			acquired++
-		case onceq.InProgress:
-		default:
-			t.Fatalf("claim %d: %v", i, outcomes[i])
-		}
-	}
-	if acquired != 1 {
-		t.Fatalf("%d of %d concurrent claims acquired, want exactly 1", acquired, n)
-	}
-}
-
-func TestMismatch(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, rec := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "payment:charge", "pmt-2")
-
-	c := mustClaim(t, s, k, "fp-a", time.Minute, onceq.Acquired)
-	// Another payload while the first runs waits for it: never both at once.
-	mustClaim(t, s, k, "fp-b", time.Minute, onceq.InProgress)
-	if err := s.Complete(ctx, c.Hold, nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	m := mustClaim(t, s, k, "fp-b", time.Minute, onceq.Conflict)
-	if m.Fingerprint != "fp-a" {
-		t.Fatalf("mismatch reports fingerprint %q, want fp-a", m.Fingerprint)
-	}
-	mustClaim(t, s, k, "", time.Minute, onceq.Duplicate) // no fingerprint: no check
-	if rec.count("mismatch") != 1 {
-		t.Fatalf("observer saw %d mismatches, want 1", rec.count("mismatch"))
-	}
-}
-
-// A failed record never blocks a new incarnation of its key, corrected
-// payload or not; neither does a lease that expired. The new fingerprint is
-// stored, so the done record then guards the corrected payload.
-func TestOtherFingerprintTakesOverFailedOrExpired(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, rec := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	for _, tt := range []struct {
-		name string
-		end  func(t *testing.T, c onceq.Claim)
-	}{
-		{"failed", func(t *testing.T, c onceq.Claim) {
-			if err := s.Release(ctx, c.Hold, "declined"); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"expired", func(t *testing.T, c onceq.Claim) { waitLeaseEnd(t, c.LeaseUntil) }},
-	} {
-		k := mustKey(t, "payment:charge", "takeover-"+tt.name)
-		old := mustClaim(t, s, k, "fp-a", 30*time.Millisecond, onceq.Acquired)
-		tt.end(t, old)
-		c := mustClaim(t, s, k, "fp-b", time.Minute, onceq.Acquired)
-		if c.Attempt != 2 || c.Hold.Token <= old.Hold.Token {
-			t.Fatalf("%s: takeover %+v after %+v", tt.name, c, old)
-		}
-		if r, _ := s.Status(ctx, k); r.State != onceq.StatusRunning || r.Fingerprint != "fp-b" {
-			t.Fatalf("%s: record after takeover: %+v, want running with fp-b", tt.name, r)
-		}
-		mustClaim(t, s, k, "fp-a", time.Minute, onceq.InProgress) // the live lease of fp-b
-		if err := s.Complete(ctx, c.Hold, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-		mustClaim(t, s, k, "fp-b", time.Minute, onceq.Duplicate)
-		mustClaim(t, s, k, "fp-a", time.Minute, onceq.Conflict)
-	}
-	if n := rec.count("mismatch"); n != 2 {
-		t.Fatalf("observer saw %d mismatches, want 2 (one per done record)", n)
-	}
-}
-
-// A worker whose lease expired is fenced out: the next claim gets a larger
-// token, and the stale holder can neither extend, complete nor release.
-func TestStaleWorkerFencedOut(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, rec := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "payment:charge", "pmt-3")
-
-	stale := mustClaim(t, s, k, "fp", 30*time.Millisecond, onceq.Acquired)
-	waitLeaseEnd(t, stale.LeaseUntil)
-	fresh := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
-	if fresh.Hold.Token <= stale.Hold.Token || fresh.Attempt != 2 {
-		t.Fatalf("takeover: token %d after %d, attempt %d", fresh.Hold.Token, stale.Hold.Token, fresh.Attempt)
-	}
-	if errs := s.Extend(ctx, time.Minute, stale.Hold); !errors.Is(errs[0], onceq.ErrLeaseLost) {
-		t.Fatalf("stale extend: %v", errs[0])
-	}
-	if err := s.Complete(ctx, stale.Hold, []byte("stale"), 0); !errors.Is(err, onceq.ErrLeaseLost) {
-		t.Fatalf("stale complete: %v, want ErrLeaseLost", err)
-	}
-	if err := s.Complete(ctx, fresh.Hold, []byte("fresh"), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, stale.Hold, "stale"); !errors.Is(err, onceq.ErrLeaseLost) {
-		t.Fatalf("stale release after completion: %v", err)
-	}
-	r, _ := s.Status(ctx, k)
-	if r.State != onceq.StatusDone || string(r.Result) != "fresh" {
-		t.Fatalf("newer holder's result must stand: %+v", r)
-	}
-	if rec.count("lease_lost") != 3 {
-		t.Fatalf("observer saw %d lease_lost, want 3", rec.count("lease_lost"))
-	}
-}
-
-// Tokens keep growing after a record expired entirely, so a holder from a
-// forgotten record can never match a new one.
-func TestTokenGrowsAcrossExpiry(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{FailedTTL: time.Millisecond})
-	k := mustKey(t, "email:send", "e-expire")
-	old := mustClaim(t, s, k, "fp", 5*time.Millisecond, onceq.Acquired)
-	if err := s.Forget(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	c := mustClaim(t, s, k, "fp", time.Minute, onceq.Acquired)
-	if c.Hold.Token <= old.Hold.Token || c.Attempt != 1 {
-		t.Fatalf("new record: token %d (old %d), attempt %d", c.Hold.Token, old.Hold.Token, c.Attempt)
-	}
-	if err := s.Complete(ctx, old.Hold, nil, 0); !errors.Is(err, onceq.ErrLeaseLost) {
-		t.Fatalf("complete with a token from a forgotten record: %v", err)
-	}
-}
-
-func TestExtendKeepsLeaseAlive(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k1, k2 := mustKey(t, "scan:file", "x1"), mustKey(t, "scan:file", "x2")
-	c1 := mustClaim(t, s, k1, "", 40*time.Millisecond, onceq.Acquired)
-	c2 := mustClaim(t, s, k2, "", 40*time.Millisecond, onceq.Acquired)
-	gone := onceq.Hold{Key: mustKey(t, "scan:file", "never-claimed"), Token: 7}
-
-	errs := s.Extend(ctx, time.Minute, c1.Hold, c2.Hold, gone)
-	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], onceq.ErrLeaseLost) {
-		t.Fatalf("extend: %v", errs)
-	}
-	waitLeaseEnd(t, c1.LeaseUntil)
-	ip := mustClaim(t, s, k1, "", time.Minute, onceq.InProgress)
-	if time.Until(ip.LeaseUntil) < 50*time.Second {
-		t.Fatalf("extended lease ends in %v, want about a minute", time.Until(ip.LeaseUntil))
-	}
-	mustClaim(t, s, k2, "", time.Minute, onceq.InProgress)
+		return s, nil
+	})
 }
 
 func TestTTLs(t *testing.T) {
@@ -354,80 +118,6 @@ func TestTTLs(t *testing.T) {
 	mustClaim(t, s, done, "", time.Minute, onceq.Acquired)
 }
 
-func TestReserveWindow(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, rec := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "file_scan", "file-123")
-
-	r, err := s.Reserve(ctx, k, 80*time.Millisecond, "task-a")
-	if err != nil || !r.Reserved {
-		t.Fatalf("first reserve: %+v %v", r, err)
-	}
-	r, err = s.Reserve(ctx, k, 80*time.Millisecond, "task-b")
-	if err != nil || r.Reserved || r.Holder != "task-a" || r.RetryAfter <= 0 || r.RetryAfter > 80*time.Millisecond {
-		t.Fatalf("second reserve: %+v %v", r, err)
-	}
-	if r, _ := s.Reserve(ctx, k, 80*time.Millisecond, "task-a"); r.Reserved || r.Holder != "task-a" {
-		t.Fatalf("the holder again: %+v", r)
-	}
-	if err := s.Unreserve(ctx, k, "task-b"); err != nil { // not the holder: no effect
-		t.Fatal(err)
-	}
-	if r, _ := s.Reserve(ctx, k, 80*time.Millisecond, "task-c"); r.Reserved {
-		t.Fatal("unreserve by a non-holder freed the window")
-	}
-	time.Sleep(r.RetryAfter + 20*time.Millisecond)
-	if r, _ := s.Reserve(ctx, k, time.Minute, "task-d"); !r.Reserved {
-		t.Fatalf("window did not expire: %+v", r)
-	}
-	if err := s.Unreserve(ctx, k, "task-d"); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := s.Reserve(ctx, k, time.Minute, "task-e"); !r.Reserved {
-		t.Fatal("unreserve by the holder did not free the window")
-	}
-	// The holder asking again is not throttled by its own window.
-	if rec.count("throttled") != 2 || rec.count("reserved") != 4 {
-		t.Fatalf("observer: %d throttled, %d reserved", rec.count("throttled"), rec.count("reserved"))
-	}
-}
-
-func TestResultTooLarge(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{MaxResultBytes: 8})
-	k := mustKey(t, "t", "big")
-	c := mustClaim(t, s, k, "", time.Minute, onceq.Acquired)
-	if err := s.Complete(ctx, c.Hold, []byte("123456789"), 0); !errors.Is(err, onceq.ErrResultTooLarge) {
-		t.Fatalf("complete: %v, want ErrResultTooLarge", err)
-	}
-	if r, _ := s.Status(ctx, k); r.State != onceq.StatusRunning {
-		t.Fatalf("an oversize result must leave the claim held: %+v", r)
-	}
-	if err := s.Complete(ctx, c.Hold, []byte("12345678"), 0); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestStatusAbsentAndForget(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	k := mustKey(t, "t", "absent")
-	if r, err := s.Status(ctx, k); err != nil || r.State != onceq.StatusUnknown {
-		t.Fatalf("status of nothing: %+v %v", r, err)
-	}
-	c := mustClaim(t, s, k, "", time.Minute, onceq.Acquired)
-	if err := s.Complete(ctx, c.Hold, nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Forget(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	mustClaim(t, s, k, "", time.Minute, onceq.Acquired)
-}
-
 // With Redis gone, every call is an error: never a panic, never a false Acquired.
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
@@ -459,11 +149,6 @@ func TestRedisDown(t *testing.T) {
 		t.Fatalf("observer saw %d errors", rec.count("error"))
 	}
 	rdb.Close() // stop the pool redialling a dead server for the rest of the run
-}
-
-func waitLeaseEnd(t *testing.T, until time.Time) {
-	t.Helper()
-	time.Sleep(time.Until(until) + 5*time.Millisecond)
 }
 
 // waitFor polls a condition that Redis makes true by itself (expiry).

@@ -3,7 +3,6 @@ package onceq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -51,17 +50,6 @@ type Store interface {
 	// Unreserve frees key's window if holder still holds it, e.g. when the
 	// enqueue it guarded failed.
 	Unreserve(ctx context.Context, key Key, holder string) error
-}
-
-// doneTTL is the done TTL a Complete asks for: ttl, or def for 0.
-func doneTTL(def, ttl time.Duration) (time.Duration, error) {
-	switch {
-	case ttl == 0:
-		return def, nil
-	case ttl < time.Millisecond:
-		return 0, fmt.Errorf("done TTL %v below 1ms", ttl)
-	}
-	return ttl, nil
 }
 
 // Hold is the right to finish one run of a key. Token is a fencing token: it

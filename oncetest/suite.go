@@ -1,0 +1,173 @@
+package oncetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/storerule"
+)
+
+// NewStoreFunc makes a Store for TestStore: new and empty, built with opts
+// (its Observer included: the suite counts the events), or the error
+// onceq.NewRedisStore returns for those opts.
+type NewStoreFunc func(t *testing.T, opts onceq.StoreOptions) (onceq.Store, error)
+
+// TestStore runs the onceq.Store contract against the stores newStore
+// makes: claim outcomes, fencing, re-entrant claims, TTLs, limits, windows
+// and events. RedisStore and this package's Store both pass it; a Store
+// that passes it can stand in for them. Subtests run in parallel, and each
+// asks newStore for a store of its own. Leases and TTLs are a few tens of
+// milliseconds, waited for by polling Status: a store on a clock that does
+// not move by itself cannot pass.
+func TestStore(t *testing.T, newStore NewStoreFunc) {
+	t.Helper()
+	st := suite{newStore: newStore}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, st suite)
+	}{
+		{"ClaimLifecycle", testClaimLifecycle},
+		{"ReleaseAllowsNextClaim", testReleaseAllowsNextClaim},
+		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
+		{"Mismatch", testMismatch},
+		{"OtherFingerprintTakesOverFailedOrExpired", testOtherFingerprintTakesOverFailedOrExpired},
+		{"ReentrantClaimSameDeliveryOnly", testReentrantClaimSameDeliveryOnly},
+		{"ClaimRejectsSeparator", testClaimRejectsSeparator},
+		{"StaleWorkerFencedOut", testStaleWorkerFencedOut},
+		{"SameTokenOtherOwnerFencedOut", testSameTokenOtherOwnerFencedOut},
+		{"TokenGrowsAcrossExpiry", testTokenGrowsAcrossExpiry},
+		{"ExtendKeepsLeaseAlive", testExtendKeepsLeaseAlive},
+		{"ConcurrentRuns", testConcurrentRuns},
+		{"CompleteDoneTTL", testCompleteDoneTTL},
+		{"ResultTooLarge", testResultTooLarge},
+		{"StatusAbsentAndForget", testStatusAbsentAndForget},
+		{"Expiry", testExpiry},
+		{"Defaults", testDefaults},
+		{"Limits", testLimits},
+		{"ReserveWindow", testReserveWindow},
+		{"ForgetFreesWindow", testForgetFreesWindow},
+		{"Events", testEvents},
+		{"CancelledContext", testCancelledContext},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, st)
+		})
+	}
+}
+
+type suite struct{ newStore NewStoreFunc }
+
+// fixture is one store of a subtest, with the events it reported.
+type fixture struct {
+	onceq.Store
+	rec *recorder
+	// grace is the FailedTTL: how long a running record outlives its lease.
+	grace time.Duration
+}
+
+// open returns a new store with opts, its events recorded.
+func (st suite) open(t *testing.T, opts onceq.StoreOptions) *fixture {
+	t.Helper()
+	f := &fixture{rec: &recorder{}, grace: opts.FailedTTL}
+	if f.grace == 0 {
+		f.grace = storerule.DefaultFailedTTL
+	}
+	opts.Observer = f.rec.observe
+	s, err := st.newStore(t, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Store = s
+	return f
+}
+
+// waitLeaseEnd polls until the lease on k is over on the store's own clock:
+// a running record outlives its lease by the grace alone, so its lease has
+// ended once less than the grace is left. Strictly less: then also a window
+// set before the record was written is gone.
+func (f *fixture) waitLeaseEnd(t *testing.T, k onceq.Key) {
+	t.Helper()
+	waitFor(t, func() bool {
+		r, err := f.Status(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State != onceq.StatusRunning || r.ExpiresIn < f.grace
+	})
+}
+
+// waitGone polls until the store has forgotten k by itself (its TTL).
+func (f *fixture) waitGone(t *testing.T, k onceq.Key) {
+	t.Helper()
+	waitFor(t, func() bool {
+		r, err := f.Status(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State == onceq.StatusUnknown
+	})
+}
+
+type recorder struct {
+	mu sync.Mutex
+	ds []onceq.Event
+}
+
+func (r *recorder) observe(_ context.Context, d onceq.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ds = append(r.ds, d)
+}
+
+func (r *recorder) count(o string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, d := range r.ds {
+		if d.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) events() []onceq.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]onceq.Event(nil), r.ds...)
+}
+
+func mustKey(t *testing.T, ns, id string) onceq.Key {
+	t.Helper()
+	k, err := onceq.NewKey(ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func mustClaim(t *testing.T, s onceq.Store, k onceq.Key, fp string, lease time.Duration, want onceq.Decision) onceq.Claim {
+	t.Helper()
+	c, err := s.Claim(context.Background(), k, fp, lease, "")
+	if err != nil {
+		t.Fatalf("claim %v: %v", k, err)
+	}
+	if c.Outcome != want {
+		t.Fatalf("claim %v: outcome %v, want %v (%+v)", k, c.Outcome, want, c)
+	}
+	return c
+}
+
+// waitFor polls a condition the store makes true by itself (expiry).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+	}
+}
