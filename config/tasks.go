@@ -54,7 +54,7 @@ type Tasks struct {
 	// GatewayURL is the payment gateway's base URL. Empty uses the built-in
 	// ledger gateway.
 	// Default: "".
-	GatewayURL string `envconfig:"ONCEQ_GATEWAY_URL" redact:"url" desc:"payment gateway base URL; empty: built-in ledger gateway"`
+	GatewayURL string `envconfig:"ONCEQ_GATEWAY_URL" redact:"url" desc:"payment gateway base URL; empty: the built-in gateway"`
 
 	// GatewayToken is the bearer token sent to the payment gateway.
 	// Default: "".

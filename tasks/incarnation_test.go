@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"maps"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -20,10 +19,8 @@ func incarnation(t *asynq.Task, n string) *asynq.Task {
 // Idempotency-Key is key#2), and its retries replay it.
 func TestPaymentIncarnationIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	ledger := &Ledger{Token: "tok"}
-	srv := httptest.NewServer(ledger)
-	t.Cleanup(srv.Close)
-	h := PaymentHandler{Gateway: &GatewayClient{URL: srv.URL, Token: "tok"}}
+	gw := &fakeGateway{}
+	h := PaymentHandler{Gateway: gw}
 	job := mustJob(t)(NewPayment(validPayment()))
 	second := incarnation(job.Task, "2")
 	for _, task := range []*asynq.Task{job.Task, second, second} {
@@ -31,9 +28,9 @@ func TestPaymentIncarnationIdempotencyKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ledger.Charges("payment:charge/pay_1") != 1 || ledger.Charges("payment:charge/pay_1#2") != 1 || ledger.Total() != 2 {
-		t.Errorf("ledger: %d, %d charges under key and key#2, %d total; want 1, 1, 2",
-			ledger.Charges("payment:charge/pay_1"), ledger.Charges("payment:charge/pay_1#2"), ledger.Total())
+	if gw.Charges("payment:charge/pay_1") != 1 || gw.Charges("payment:charge/pay_1#2") != 1 || gw.Total() != 2 {
+		t.Errorf("gateway: %d, %d charges under key and key#2, %d total; want 1, 1, 2",
+			gw.Charges("payment:charge/pay_1"), gw.Charges("payment:charge/pay_1#2"), gw.Total())
 	}
 }
 

@@ -120,7 +120,7 @@ func TestOutboxMailer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(data), "Message-ID: "+first.MessageID+"\r\n") || strings.Contains(string(data), "different") {
-		t.Errorf("outbox file lacks the Message-ID header or holds the second body:\n%s", truncate(data, 300))
+		t.Errorf("outbox file lacks the Message-ID header or holds the second body:\n%.300s", data)
 	}
 }
 

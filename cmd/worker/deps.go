@@ -11,13 +11,14 @@ import (
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq/tasks/gateway"
 	"github.com/onceq/onceq/tasks/smtp"
 	"github.com/onceq/onceq/tasks/stripe"
 )
 
 // buildDeps wires the handlers' downstreams from config: mail through SMTP
 // or the file outbox; payments through Stripe, a generic HTTP gateway, or,
-// with neither configured, the built-in ledger served on a loopback port.
+// with neither configured, the built-in gateway served on a loopback port.
 func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.Deps, func(), error) {
 	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, OutboxDir: cfg.OutboxDir, Log: log}
 	closeFn := func() {}
@@ -48,15 +49,15 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.De
 		d.Gateway = g
 		log.Info("payments go to Stripe")
 	case cfg.GatewayURL != "":
-		d.Gateway = &tasks.GatewayClient{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
+		d.Gateway = &gateway.Client{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	default:
-		srv, err := admin.Listen("127.0.0.1:0", &tasks.Ledger{})
+		srv, err := admin.Listen("127.0.0.1:0", &gateway.Server{})
 		if err != nil {
-			return d, nil, fmt.Errorf("built-in ledger gateway: %w", err)
+			return d, nil, fmt.Errorf("built-in gateway: %w", err)
 		}
 		url := "http://" + srv.Addr()
-		d.Gateway = &tasks.GatewayClient{URL: url, HTTP: &http.Client{Timeout: 30 * time.Second}}
-		log.Info("no payment gateway configured: charging the built-in ledger", zap.String("url", url))
+		d.Gateway = &gateway.Client{URL: url, HTTP: &http.Client{Timeout: 30 * time.Second}}
+		log.Info("no payment gateway configured: charging the built-in gateway", zap.String("url", url))
 		closeFn = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
