@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/tasks"
 	"github.com/onceq/onceq/tasks/gateway"
+	"github.com/onceq/onceq/tasks/outbox"
 	"github.com/onceq/onceq/tasks/smtp"
 	"github.com/onceq/onceq/tasks/stripe"
 )
@@ -29,7 +30,7 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.De
 		}
 		d.Mailer = m
 	} else {
-		d.Mailer = tasks.OutboxMailer{Dir: cfg.OutboxDir}
+		d.Mailer = outbox.Mailer{Dir: cfg.OutboxDir}
 		log.Info("no SMTP server configured: emails go to the outbox", zap.String("dir", cfg.OutboxDir))
 	}
 	d.Scanner = &tasks.Scanner{Root: cfg.ScanRoot, MaxBytes: cfg.ScanMaxBytes, ClamdAddr: cfg.ClamdAddr}

@@ -24,6 +24,7 @@ import (
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 	"github.com/onceq/onceq/tasks/gateway"
+	"github.com/onceq/onceq/tasks/outbox"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -157,7 +158,7 @@ func (e env) waitTask(t *testing.T, queue, id string, want asynq.TaskState) *asy
 
 func outboxCount(t *testing.T, dir string) int {
 	t.Helper()
-	n, err := tasks.OutboxMailer{Dir: dir}.Count()
+	n, err := outbox.Mailer{Dir: dir}.Count()
 	if err != nil {
 		t.Fatal(err)
 	}
