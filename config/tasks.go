@@ -29,9 +29,9 @@ type Tasks struct {
 	// Default: onceq@localhost.
 	SMTPFrom string `envconfig:"ONCEQ_SMTP_FROM" default:"onceq@localhost" desc:"sender address of outgoing mail"`
 
-	// OutboxDir receives one file per message when SMTPAddr is empty.
-	// Default: outbox.
-	OutboxDir string `envconfig:"ONCEQ_OUTBOX_DIR" default:"outbox" desc:"directory of the file outbox used without SMTP"`
+	// OutboxDir receives one file per email when SMTPAddr is empty, and
+	// one per SMS (in sms/), which has no other delivery. Default: outbox.
+	OutboxDir string `envconfig:"ONCEQ_OUTBOX_DIR" default:"outbox" desc:"directory of the file outbox: mail without SMTP, and SMS"`
 
 	// ScanRoot confines scan:file: paths outside it are refused.
 	// Default: ".".

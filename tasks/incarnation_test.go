@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -52,9 +53,10 @@ func TestEmailIncarnationMessageID(t *testing.T) {
 	}
 }
 
-func TestSMSIncarnationFile(t *testing.T) {
+func TestSMSIncarnationKey(t *testing.T) {
 	t.Parallel()
-	h := SMSHandler{Dir: t.TempDir()}
+	sender := &fakeSMS{}
+	h := SMSHandler{Sender: sender}
 	j := mustJob(t)(newJob(SMSes.Job(SMS{ID: "otp-1", To: "+4915112345678", Body: "hi"})))
 	first, err := h.process(context.Background(), j.Task)
 	if err != nil {
@@ -64,7 +66,7 @@ func TestSMSIncarnationFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.File == next.File || first.MessageID == next.MessageID {
-		t.Errorf("incarnations 1 and 2 share the outbox message %s", first.File)
+	if first.MessageID == next.MessageID || !slices.Equal(sender.keys, []string{"sms:send/otp-1", "sms:send/otp-1#2"}) {
+		t.Errorf("incarnations 1 and 2: messages %s, %s under keys %q; want two, under key and key#2", first.MessageID, next.MessageID, sender.keys)
 	}
 }

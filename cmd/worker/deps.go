@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,10 +19,12 @@ import (
 )
 
 // buildDeps wires the handlers' downstreams from config: mail through SMTP
-// or the file outbox; payments through Stripe, a generic HTTP gateway, or,
-// with neither configured, the built-in gateway served on a loopback port.
+// or the file outbox; SMS to the file outbox; payments through Stripe, a
+// generic HTTP gateway, or, with neither configured, the built-in gateway
+// served on a loopback port.
 func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.Deps, func(), error) {
-	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, OutboxDir: cfg.OutboxDir, Log: log}
+	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, Log: log,
+		SMSSender: outbox.SMSSender{Dir: filepath.Join(cfg.OutboxDir, "sms")}}
 	closeFn := func() {}
 	if cfg.SMTPAddr != "" {
 		m, err := smtp.New(smtp.Options{Addr: cfg.SMTPAddr, User: cfg.SMTPUser, Password: cfg.SMTPPassword, From: cfg.SMTPFrom})
