@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq/tasks/clamd"
 	"github.com/onceq/onceq/tasks/gateway"
 	"github.com/onceq/onceq/tasks/outbox"
 	"github.com/onceq/onceq/tasks/smtp"
@@ -19,9 +20,9 @@ import (
 )
 
 // buildDeps wires the handlers' downstreams from config: mail through SMTP
-// or the file outbox; SMS to the file outbox; payments through Stripe, a
-// generic HTTP gateway, or, with neither configured, the built-in gateway
-// served on a loopback port.
+// or the file outbox; SMS to the file outbox; full scans to clamd too, when
+// configured; payments through Stripe, a generic HTTP gateway, or, with
+// neither configured, the built-in gateway served on a loopback port.
 func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.Deps, func(), error) {
 	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, Log: log,
 		SMSSender: outbox.SMSSender{Dir: filepath.Join(cfg.OutboxDir, "sms")}}
@@ -36,7 +37,14 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.De
 		d.Mailer = outbox.Mailer{Dir: cfg.OutboxDir}
 		log.Info("no SMTP server configured: emails go to the outbox", zap.String("dir", cfg.OutboxDir))
 	}
-	d.Scanner = &tasks.Scanner{Root: cfg.ScanRoot, MaxBytes: cfg.ScanMaxBytes, ClamdAddr: cfg.ClamdAddr}
+	d.Scanner = &tasks.Scanner{Root: cfg.ScanRoot, MaxBytes: cfg.ScanMaxBytes}
+	if cfg.ClamdAddr != "" {
+		e, err := clamd.New(cfg.ClamdAddr)
+		if err != nil {
+			return d, nil, err
+		}
+		d.Scanner.Engine = e
+	}
 	if cfg.ScanSignatures != "" {
 		sigs, err := tasks.LoadSignatures(cfg.ScanSignatures)
 		if err != nil {
