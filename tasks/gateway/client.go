@@ -41,6 +41,7 @@ type Error struct {
 	Detail     string
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	return fmt.Sprintf("gateway: %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Detail)
 }
