@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq/tasks/gateway"
 )
 
 // The seed's challenge, over HTTP: a payment submitted twice, the same charge
@@ -53,9 +54,9 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	}
 
 	// A worker runs the payment: the real middleware and handler, charging
-	// the built-in ledger.
-	ledger := &tasks.Ledger{}
-	gw := httptest.NewServer(ledger)
+	// the built-in gateway.
+	server := &gateway.Server{}
+	gw := httptest.NewServer(server)
 	t.Cleanup(gw.Close)
 	catalog, err := tasks.NewCatalog(tasks.Windows{})
 	if err != nil {
@@ -70,7 +71,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := mw.Wrap(tasks.PaymentHandler{Gateway: &tasks.GatewayClient{URL: gw.URL, HTTP: gw.Client()}})
+	h := mw.Wrap(tasks.PaymentHandler{Gateway: &gateway.Client{URL: gw.URL, HTTP: gw.Client()}})
 	// A real delivery carries the key as its task id, which only asynq's
 	// server can put in the context: here it goes in the header instead.
 	k, err := onceq.ParseKey(info.ID)
@@ -85,7 +86,7 @@ func TestSeedChallengeOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := ledger.Charges(first.Key); n != 1 {
+	if n := server.Charges(first.Key); n != 1 {
 		t.Fatalf("%d charges for %s, want 1", n, first.Key)
 	}
 

@@ -29,9 +29,9 @@ type Tasks struct {
 	// Default: onceq@localhost.
 	SMTPFrom string `envconfig:"ONCEQ_SMTP_FROM" default:"onceq@localhost" desc:"sender address of outgoing mail"`
 
-	// OutboxDir receives one file per message when SMTPAddr is empty.
-	// Default: outbox.
-	OutboxDir string `envconfig:"ONCEQ_OUTBOX_DIR" default:"outbox" desc:"directory of the file outbox used without SMTP"`
+	// OutboxDir receives one file per email when SMTPAddr is empty, and
+	// one per SMS (in sms/), which has no other delivery. Default: outbox.
+	OutboxDir string `envconfig:"ONCEQ_OUTBOX_DIR" default:"outbox" desc:"directory of the file outbox: mail without SMTP, and SMS"`
 
 	// ScanRoot confines scan:file: paths outside it are refused.
 	// Default: ".".
@@ -54,7 +54,7 @@ type Tasks struct {
 	// GatewayURL is the payment gateway's base URL. Empty uses the built-in
 	// ledger gateway.
 	// Default: "".
-	GatewayURL string `envconfig:"ONCEQ_GATEWAY_URL" redact:"url" desc:"payment gateway base URL; empty: built-in ledger gateway"`
+	GatewayURL string `envconfig:"ONCEQ_GATEWAY_URL" redact:"url" desc:"payment gateway base URL; empty: the built-in gateway"`
 
 	// GatewayToken is the bearer token sent to the payment gateway.
 	// Default: "".

@@ -1,6 +1,6 @@
 // Package faulttest runs onceq's real binaries through faults and counts
 // side effects where they land: a payment gateway that counts every POST per
-// Idempotency-Key and every charge the ledger creates, and an SMTP server
+// Idempotency-Key and every charge it creates, and an SMTP server
 // that counts every message per Message-ID. The pass line of every scenario
 // is the same: each accepted job's effect happens, and never twice.
 //

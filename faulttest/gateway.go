@@ -12,18 +12,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq/tasks/gateway"
 )
 
-// Gateway is the payment gateway of fault tests: the real tasks.Ledger behind
-// a handler that counts every POST per Idempotency-Key before the ledger's
-// own deduplication, counts the charges the ledger actually creates, and can
+// Gateway is the payment gateway of fault tests: the real gateway.Server
+// behind a handler that counts every POST per Idempotency-Key before the
+// server's own deduplication, counts the charges the server actually creates, and can
 // stall the first POST of a key to hold a worker in the middle of its handler,
 // and decline chosen payments for good.
 type Gateway struct {
 	URL string
 
-	ledger tasks.Ledger
+	server gateway.Server
 	srv    *httptest.Server
 	quit   chan struct{}
 
@@ -37,7 +37,7 @@ type Gateway struct {
 
 // Stall holds the first POST of one key.
 type Stall struct {
-	// AfterCharge lets the ledger charge first and holds only the response:
+	// AfterCharge lets the server charge first and holds only the response:
 	// the worker then dies or is cut off between the effect and its record.
 	AfterCharge bool
 	// HonourCancel ends the hold when the client goes away; before the
@@ -108,7 +108,7 @@ func (g *Gateway) declined(key string, body []byte) bool {
 }
 
 // ServeHTTP counts the POST, applies a decline or a stall, and forwards to
-// the ledger.
+// the built-in gateway.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	// Read the body now: a stalled request may outlive its client.
@@ -145,9 +145,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// The ledger must charge even when the client has gone.
+	// The server must charge even when the client has gone.
 	rec := httptest.NewRecorder()
-	g.ledger.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
+	g.server.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
 	replayed := rec.Header().Get("Idempotent-Replayed") == "true"
 	if rec.Code == http.StatusCreated && !replayed {
 		g.mu.Lock()
@@ -199,7 +199,7 @@ func (g *Gateway) Posts(key string) int {
 	return g.posts[key]
 }
 
-// Charges is how many charges the ledger created for key: the effect count.
+// Charges is how many charges the server created for key: the effect count.
 func (g *Gateway) Charges(key string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -225,8 +225,8 @@ func (g *Gateway) Charged() []string {
 	return keys
 }
 
-// Total is how many charges the ledger made, by its own count.
-func (g *Gateway) Total() int { return g.ledger.Total() }
+// Total is how many charges the server made, by its own count.
+func (g *Gateway) Total() int { return g.server.Total() }
 
 // Close ends every hold and stops the server.
 func (g *Gateway) Close() {

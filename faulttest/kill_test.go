@@ -54,7 +54,7 @@ func TestKillNineMidHandler(t *testing.T) {
 		t.Errorf("Message-ID %s delivered %d times, want 1", msgID, n)
 	}
 	if n := r.gw.Total(); n != 1 {
-		t.Errorf("ledger made %d charges, want 1", n)
+		t.Errorf("the gateway made %d charges, want 1", n)
 	}
 	for _, j := range []onceq.Job{pay, mail} {
 		rec := r.status(j.Key)

@@ -94,6 +94,6 @@ func networkCut(t *testing.T, honour bool) {
 		t.Errorf("%s: %d gateway calls, want 2", key, n)
 	}
 	if n := r.gw.Total(); n != 1 {
-		t.Errorf("ledger made %d charges, want 1", n)
+		t.Errorf("the gateway made %d charges, want 1", n)
 	}
 }

@@ -82,7 +82,7 @@ func TestSIGTERMDrain(t *testing.T) {
 		}
 	}
 	if n := r.gw.Total(); n != 2 {
-		t.Errorf("ledger made %d charges, want 2", n)
+		t.Errorf("the gateway made %d charges, want 2", n)
 	}
 	if n := r.smtp.Count(tasks.MessageID(mail.Key.String())); n != 1 {
 		t.Errorf("email delivered %d times, want 1", n)

@@ -176,7 +176,7 @@ type effectCounter interface {
 	totals() (charges, emails int)
 }
 
-// countingPeers are the rig's own gateway (charges the ledger created) and
+// countingPeers are the rig's own gateway (charges it created) and
 // SMTP server.
 type countingPeers struct{ r *rig }
 

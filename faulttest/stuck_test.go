@@ -308,7 +308,7 @@ func TestNoStuckKey(t *testing.T) {
 		charged++
 	}
 	if n := r.gw.Total(); n != charged {
-		t.Errorf("the ledger made %d charges for %d charged keys", n, charged)
+		t.Errorf("the gateway made %d charges for %d charged keys", n, charged)
 	}
 	lost := map[string]float64{}
 	for _, w := range live {

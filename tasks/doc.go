@@ -3,9 +3,11 @@
 // webhook:process and order:fulfil. Each is one file: its payload and
 // validation, an onceq.Spec built from the configured Windows, and its
 // handler, bound to the Spec with onceq.Handle. The handlers talk to the
-// outside through small ports (Mailer, Gateway, the scanner); the adapters
+// outside through small ports declared beside the type that needs them
+// (Mailer, SMSSender, Gateway, and the Scanner's ScanEngine); the adapters
 // that implement them live in packages named for what they talk to
-// (tasks/smtp, tasks/stripe, ...), and only cmd/* knows both.
+// (tasks/smtp, tasks/outbox, tasks/stripe, tasks/gateway, tasks/clamd) and
+// import this one, never the reverse; only cmd/* knows both.
 //
 // NewCatalog is the daemon's catalog: these types under one set of
 // windows, plus any extra kinds, with Register putting their handlers on

@@ -93,6 +93,27 @@ func MessageID(downstream string) string {
 	return "<" + hex.EncodeToString(sum[:])[:32] + "@onceq>"
 }
 
+// Message is one email ready to send.
+type Message struct {
+	MessageID string // "<id@host>"
+	From      string // empty: the Mailer's default
+	To        string
+	Subject   string
+	Body      string
+}
+
+// Mailer is the mail port: it delivers a Message. Implementations should
+// treat a Message-ID they already delivered as delivered, as an MTA does.
+// The adapters are in tasks/smtp and tasks/outbox.
+type Mailer interface {
+	Send(ctx context.Context, m Message) error
+}
+
+// ErrRejected is wrapped by a Mailer's Send when the server refused this
+// message for good (a 5xx reply to MAIL, RCPT or DATA): sending it again
+// cannot succeed.
+var ErrRejected = errors.New("message rejected")
+
 // EmailResult is the handler's result.
 type EmailResult struct {
 	MessageID string `json:"message_id"`

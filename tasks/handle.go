@@ -1,9 +1,7 @@
 package tasks
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -30,15 +28,4 @@ func logger(l *zap.Logger) *zap.Logger {
 // permanent marks err as one asynq must not retry.
 func permanent(err error) error {
 	return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
-}
-
-// marshal is json.Marshal without HTML escaping, so bodies read naturally.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -3,7 +3,7 @@ package tasks
 import (
 	"context"
 	"maps"
-	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -20,10 +20,8 @@ func incarnation(t *asynq.Task, n string) *asynq.Task {
 // Idempotency-Key is key#2), and its retries replay it.
 func TestPaymentIncarnationIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	ledger := &Ledger{Token: "tok"}
-	srv := httptest.NewServer(ledger)
-	t.Cleanup(srv.Close)
-	h := PaymentHandler{Gateway: &GatewayClient{URL: srv.URL, Token: "tok"}}
+	gw := &fakeGateway{}
+	h := PaymentHandler{Gateway: gw}
 	job := mustJob(t)(NewPayment(validPayment()))
 	second := incarnation(job.Task, "2")
 	for _, task := range []*asynq.Task{job.Task, second, second} {
@@ -31,9 +29,9 @@ func TestPaymentIncarnationIdempotencyKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ledger.Charges("payment:charge/pay_1") != 1 || ledger.Charges("payment:charge/pay_1#2") != 1 || ledger.Total() != 2 {
-		t.Errorf("ledger: %d, %d charges under key and key#2, %d total; want 1, 1, 2",
-			ledger.Charges("payment:charge/pay_1"), ledger.Charges("payment:charge/pay_1#2"), ledger.Total())
+	if gw.Charges("payment:charge/pay_1") != 1 || gw.Charges("payment:charge/pay_1#2") != 1 || gw.Total() != 2 {
+		t.Errorf("gateway: %d, %d charges under key and key#2, %d total; want 1, 1, 2",
+			gw.Charges("payment:charge/pay_1"), gw.Charges("payment:charge/pay_1#2"), gw.Total())
 	}
 }
 
@@ -55,9 +53,10 @@ func TestEmailIncarnationMessageID(t *testing.T) {
 	}
 }
 
-func TestSMSIncarnationFile(t *testing.T) {
+func TestSMSIncarnationKey(t *testing.T) {
 	t.Parallel()
-	h := SMSHandler{Dir: t.TempDir()}
+	sender := &fakeSMS{}
+	h := SMSHandler{Sender: sender}
 	j := mustJob(t)(newJob(SMSes.Job(SMS{ID: "otp-1", To: "+4915112345678", Body: "hi"})))
 	first, err := h.process(context.Background(), j.Task)
 	if err != nil {
@@ -67,7 +66,7 @@ func TestSMSIncarnationFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.File == next.File || first.MessageID == next.MessageID {
-		t.Errorf("incarnations 1 and 2 share the outbox message %s", first.File)
+	if first.MessageID == next.MessageID || !slices.Equal(sender.keys, []string{"sms:send/otp-1", "sms:send/otp-1#2"}) {
+		t.Errorf("incarnations 1 and 2: messages %s, %s under keys %q; want two, under key and key#2", first.MessageID, next.MessageID, sender.keys)
 	}
 }

@@ -42,7 +42,9 @@ type Payment struct {
 	Description string `json:"description,omitempty"`
 }
 
-func (p Payment) validate() error {
+// Validate reports why p cannot be charged, wrapping onceq.ErrInvalid; the
+// built-in gateway (tasks/gateway) refuses the same payments.
+func (p Payment) Validate() error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypePayment, onceq.ErrInvalid}, a...)...)
 	}
@@ -93,7 +95,7 @@ func paymentSpec(w Windows) onceq.Spec[Payment] {
 		Route:    "payments",
 		KeyRule:  "`payment_id` (required); rate rule: account + currency + amount",
 		ID:       func(p Payment) string { return p.PaymentID },
-		Validate: Payment.validate,
+		Validate: Payment.Validate,
 		Unique:   w.PaymentID,
 		Rules: func(p Payment) ([]*onceq.Rule, error) {
 			return []*onceq.Rule{{Key: paymentRateKey(p), Window: w.PaymentRate}}, nil
@@ -114,6 +116,31 @@ func NewPayment(p Payment) (onceq.Job, error) { j := Payments.Job(p); return j, 
 // (onceq hashes an account with spaces or braces into its own space).
 func paymentRateKey(p Payment) onceq.Key {
 	return onceq.Key{Namespace: "payment:rate", ID: p.Account + ":" + p.Currency + ":" + strconv.FormatInt(p.Amount, 10)}
+}
+
+// Gateway is the payment port: it charges p once per idempotency key, so a
+// redelivered task gets the original charge back instead of a second one.
+// Errors wrapping asynq.SkipRetry are refusals that no retry can change;
+// any other error is retried by asynq under the same key. The adapters are
+// in tasks/gateway (the generic HTTP protocol) and tasks/stripe.
+type Gateway interface {
+	Charge(ctx context.Context, key string, p Payment) (Charge, error)
+}
+
+// Charge is a gateway's answer to a charge request, and the result onceq
+// stores for the payment.
+type Charge struct {
+	// ChargeID is the gateway's id of the charge: "ch_..." from a generic
+	// gateway, the PaymentIntent "pi_..." from Stripe.
+	ChargeID string `json:"id"`
+	// Status is the gateway's word for the charge ("succeeded", or a Stripe
+	// PaymentIntent status such as "processing" or "requires_action").
+	Status   string `json:"status"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	// Replayed: the gateway answered from its idempotency store
+	// (Idempotent-Replayed: true); no new charge was made.
+	Replayed bool `json:"-"`
 }
 
 // PaymentHandler charges TypePayment tasks through Gateway, passing the

@@ -3,14 +3,55 @@ package tasks
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq"
 )
+
+// fakeGateway charges once per key and answers a key it has seen with the
+// first charge, replayed, as a gateway with Idempotency-Key semantics does.
+// The HTTP client and the built-in gateway are tested in tasks/gateway.
+type fakeGateway struct {
+	mu      sync.Mutex
+	charges map[string]Charge
+}
+
+func (f *fakeGateway) Charge(ctx context.Context, key string, p Payment) (Charge, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.charges[key]; ok {
+		c.Replayed = true
+		return c, nil
+	}
+	if f.charges == nil {
+		f.charges = map[string]Charge{}
+	}
+	c := Charge{ChargeID: fmt.Sprintf("ch_%d", len(f.charges)+1), Status: "succeeded", Amount: p.Amount, Currency: p.Currency}
+	f.charges[key] = c
+	return c, nil
+}
+
+// Charges is how many charges the gateway made for key: 0 or 1.
+func (f *fakeGateway) Charges(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.charges[key]; ok {
+		return 1
+	}
+	return 0
+}
+
+// Total is how many charges the gateway made.
+func (f *fakeGateway) Total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.charges)
+}
 
 func validPayment() Payment {
 	return Payment{PaymentID: "pay_1", Account: "acct_42", Amount: 500, Currency: "EUR", Description: "order 7"}
@@ -99,10 +140,8 @@ func TestPaymentKeys(t *testing.T) {
 
 func TestPaymentHandler(t *testing.T) {
 	t.Parallel()
-	ledger := &Ledger{Token: "tok"}
-	srv := httptest.NewServer(ledger)
-	t.Cleanup(srv.Close)
-	h := PaymentHandler{Gateway: &GatewayClient{URL: srv.URL, Token: "tok"}}
+	gw := &fakeGateway{}
+	h := PaymentHandler{Gateway: gw}
 	job := mustJob(t)(NewPayment(validPayment()))
 
 	first, err := h.process(context.Background(), job.Task)
@@ -120,8 +159,8 @@ func TestPaymentHandler(t *testing.T) {
 	if first.Amount != 500 || first.Currency != "EUR" || first.Status != "succeeded" {
 		t.Errorf("charge = %+v", first)
 	}
-	if n := ledger.Charges("payment:charge/pay_1"); n != 1 || ledger.Total() != 1 {
-		t.Errorf("ledger: %d charges for the key, %d total; want 1, 1", n, ledger.Total())
+	if n := gw.Charges("payment:charge/pay_1"); n != 1 || gw.Total() != 1 {
+		t.Errorf("gateway: %d charges for the key, %d total; want 1, 1", n, gw.Total())
 	}
 
 	// The key the middleware claimed is the one sent downstream.
@@ -129,11 +168,11 @@ func TestPaymentHandler(t *testing.T) {
 	if err := behindMiddleware(t, h).ProcessTask(context.Background(), keyed(job.Task, claimed)); err != nil {
 		t.Fatal(err)
 	}
-	if ledger.Charges("payment:charge/claimed") != 1 || ledger.Total() != 2 {
+	if gw.Charges("payment:charge/claimed") != 1 || gw.Total() != 2 {
 		t.Errorf("the claimed key was not used as Idempotency-Key")
 	}
-	if err := h.ProcessTask(context.Background(), job.Task); err != nil || ledger.Total() != 2 {
-		t.Errorf("ProcessTask = %v with %d charges; want nil, 2", err, ledger.Total())
+	if err := h.ProcessTask(context.Background(), job.Task); err != nil || gw.Total() != 2 {
+		t.Errorf("ProcessTask = %v with %d charges; want nil, 2", err, gw.Total())
 	}
 
 	bad := []*asynq.Task{
@@ -146,7 +185,7 @@ func TestPaymentHandler(t *testing.T) {
 			t.Errorf("ProcessTask(%s) = %v, want SkipRetry", task.Payload(), err)
 		}
 	}
-	if ledger.Total() != 2 {
-		t.Errorf("bad payloads reached the gateway: %d charges", ledger.Total())
+	if gw.Total() != 2 {
+		t.Errorf("bad payloads reached the gateway: %d charges", gw.Total())
 	}
 }

@@ -12,14 +12,12 @@ import (
 
 // Deps are what the handlers need from the process that runs them.
 type Deps struct {
-	Mailer   Mailer
-	From     string
-	Scanner  *Scanner
-	Gateway  Gateway
-	Enqueuer Enqueuer // webhook routing enqueues follow-up jobs
-	// OutboxDir is where file-backed senders (the mail outbox, the SMS
-	// outbox) write. Default: "outbox".
-	OutboxDir string
+	Mailer    Mailer
+	From      string
+	SMSSender SMSSender
+	Scanner   *Scanner
+	Gateway   Gateway
+	Enqueuer  Enqueuer // webhook routing enqueues follow-up jobs
 	// Ledger runs transactional tasks (order:fulfil); nil refuses them.
 	Ledger *pgledger.Ledger
 	Log    *zap.Logger

@@ -19,7 +19,7 @@ const TypeScan = "scan:file"
 // Scan modes.
 const (
 	ModeMalware = "malware" // built-in signatures only
-	ModeFull    = "full"    // also clamd, when configured
+	ModeFull    = "full"    // also the Scanner's Engine (clamd), when configured
 )
 
 // maxPathBytes is PATH_MAX on Linux.

@@ -5,16 +5,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/onceq/onceq"
 )
@@ -24,12 +22,11 @@ import (
 // harmless file.
 const EICARTestString = `X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*`
 
-// Verdicts and engines of a ScanResult.
+// Verdicts of a ScanResult, and the engine name of the built-in signatures.
 const (
 	VerdictClean    = "clean"
 	VerdictInfected = "infected"
-	EngineOnceq     = "onceq" // the built-in signature matcher
-	EngineClamd     = "clamd"
+	EngineOnceq     = "onceq"
 )
 
 const (
@@ -57,9 +54,20 @@ type Scanner struct {
 	Signatures []Signature
 	// MaxBytes refuses larger files. Default: 100 MiB.
 	MaxBytes int64
-	// ClamdAddr, when set, is asked too in ModeFull: "host:port", or
-	// "unix:/path" for a socket. Default: none.
-	ClamdAddr string
+	// Engine, when set, is asked too in ModeFull. Default: none.
+	Engine ScanEngine
+}
+
+// ScanEngine is the scanning port: a second engine that ModeFull asks
+// beside the built-in signatures (clamd, in tasks/clamd). Scan reads one
+// file from r as the Scanner reads it and returns the name of the signature
+// it found, "" if none; r fails once a built-in signature has matched, as
+// the engine's answer is then moot. Errors wrapping asynq.SkipRetry are verdicts
+// no retry changes (the file is over the engine's limit); others are retried.
+type ScanEngine interface {
+	// Name names the engine in a ScanResult.
+	Name() string
+	Scan(ctx context.Context, r io.Reader) (signature string, err error)
 }
 
 // ScanResult is the verdict on one file; the scan handler's result.
@@ -74,9 +82,9 @@ type ScanResult struct {
 }
 
 // Scan hashes the file at path (relative to Root) and matches the
-// signatures in one streaming pass, also sending the bytes to clamd in
-// ModeFull. Errors that a retry cannot fix (missing file, escape from Root,
-// not a regular file, too large) wrap asynq.SkipRetry.
+// signatures in one streaming pass, which the Engine reads in ModeFull.
+// Errors that a retry cannot fix (missing file, escape from Root, not a
+// regular file, too large) wrap asynq.SkipRetry.
 func (s *Scanner) Scan(ctx context.Context, path, mode string) (ScanResult, error) {
 	sigs, overlap, err := s.signatures()
 	if err != nil {
@@ -97,65 +105,122 @@ func (s *Scanner) Scan(ctx context.Context, path, mode string) (ScanResult, erro
 	}
 	defer f.Close()
 
-	var clam *clamdStream
-	if mode == ModeFull && s.ClamdAddr != "" {
-		if clam, err = dialClamd(ctx, s.ClamdAddr); err != nil {
+	p := &pass{ctx: ctx, path: path, f: f, max: maxBytes, sigs: sigs, overlap: overlap,
+		h: sha256.New(), buf: make([]byte, overlap+scanChunk)}
+	asked := mode == ModeFull && s.Engine != nil
+	var found string
+	if asked {
+		found, err = s.Engine.Scan(ctx, p)
+		// The file's own failures first: they know what a retry can fix.
+		if p.failed() {
+			return ScanResult{}, p.err
+		}
+		if err != nil && p.found == "" {
 			return ScanResult{}, err
 		}
-		defer clam.Close()
 	}
-
-	h := sha256.New()
-	buf := make([]byte, overlap+scanChunk)
-	carry, total, found := 0, int64(0), ""
-	for {
-		if err := ctx.Err(); err != nil {
-			return ScanResult{}, err
-		}
-		n, rerr := io.ReadFull(f, buf[carry:carry+scanChunk])
-		if n > 0 {
-			data := buf[carry : carry+n]
-			if total += int64(n); total > maxBytes {
-				return ScanResult{}, permanent(fmt.Errorf("tasks: scan %q: %w: grew over %d bytes", path, onceq.ErrInvalid, maxBytes))
-			}
-			h.Write(data)
-			if found == "" {
-				found = match(buf[:carry+n], sigs)
-			}
-			if clam != nil && found == "" {
-				if err := clam.Write(data); err != nil {
-					return ScanResult{}, err
-				}
-			}
-			// The tail goes in front of the next chunk, so a signature that
-			// straddles two chunks is still seen whole.
-			keep := min(overlap, carry+n)
-			copy(buf, buf[carry+n-keep:carry+n])
-			carry = keep
-		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			break
-		}
-		if rerr != nil {
-			return ScanResult{}, fmt.Errorf("tasks: scan %q: %w", path, rerr)
-		}
+	if err := p.rest(); err != nil {
+		return ScanResult{}, err
 	}
-	res := ScanResult{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Size: total,
+	res := ScanResult{Path: path, SHA256: hex.EncodeToString(p.h.Sum(nil)), Size: p.total,
 		Mode: mode, Verdict: VerdictClean, Engine: EngineOnceq}
 	switch {
-	case found != "":
-		res.Verdict, res.Signature = VerdictInfected, found
-	case clam != nil:
-		name, err := clam.Finish()
-		if err != nil {
-			return ScanResult{}, err
-		}
-		res.Engine = EngineClamd
-		if name != "" {
-			res.Verdict, res.Signature = VerdictInfected, name
+	case p.found != "":
+		res.Verdict, res.Signature = VerdictInfected, p.found
+	case asked:
+		res.Engine = s.Engine.Name()
+		if found != "" {
+			res.Verdict, res.Signature = VerdictInfected, found
 		}
 	}
 	return res, nil
+}
+
+// errMatched ends the engine's read: a built-in signature has matched.
+var errMatched = errors.New("tasks: scan: a built-in signature matched")
+
+// pass is one read of a file in chunks: each is hashed and matched as it
+// is read, whether the engine reads it or rest does.
+type pass struct {
+	ctx     context.Context
+	path    string
+	f       io.Reader
+	max     int64
+	sigs    []Signature
+	overlap int
+	h       hash.Hash
+
+	buf     []byte // the tail of the chunk before, then the last chunk
+	end     int    // of the last chunk in buf
+	pending []byte // of the last chunk, not yet read
+	total   int64
+	found   string // the first signature that matched
+	err     error  // sticky: io.EOF or the failure
+}
+
+// Read gives the engine the file's bytes, until a signature matched.
+func (p *pass) Read(b []byte) (int, error) {
+	for len(p.pending) == 0 {
+		if err := p.next(); err != nil {
+			return 0, err
+		}
+	}
+	if p.found != "" {
+		return 0, errMatched
+	}
+	n := copy(b, p.pending)
+	p.pending = p.pending[n:]
+	return n, nil
+}
+
+// rest reads what the engine left, so the hash covers the whole file.
+func (p *pass) rest() error {
+	for {
+		if err := p.next(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+func (p *pass) failed() bool { return p.err != nil && p.err != io.EOF }
+
+// next reads, hashes and matches the next chunk and makes it pending.
+func (p *pass) next() error {
+	if p.err != nil {
+		return p.err
+	}
+	if err := p.ctx.Err(); err != nil {
+		p.err = err
+		return err
+	}
+	// The tail goes in front of the next chunk, so a signature that
+	// straddles two chunks is still seen whole.
+	keep := min(p.overlap, p.end)
+	copy(p.buf, p.buf[p.end-keep:p.end])
+	n, err := io.ReadFull(p.f, p.buf[keep:keep+scanChunk])
+	p.end = keep + n
+	p.pending = p.buf[keep:p.end]
+	if p.total += int64(n); p.total > p.max {
+		p.err = permanent(fmt.Errorf("tasks: scan %q: %w: grew over %d bytes", p.path, onceq.ErrInvalid, p.max))
+		return p.err
+	}
+	p.h.Write(p.pending)
+	if p.found == "" {
+		p.found = match(p.buf[:p.end], p.sigs)
+	}
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		p.err = io.EOF // after the chunk in hand, if any
+		if n == 0 {
+			return io.EOF
+		}
+	case err != nil:
+		p.err = fmt.Errorf("tasks: scan %q: %w", p.path, err)
+		return p.err
+	}
+	return nil
 }
 
 func (s *Scanner) signatures() ([]Signature, int, error) {
@@ -211,100 +276,6 @@ func openRegular(root *os.Root, path string, maxBytes int64) (*os.File, error) {
 		return nil, fmt.Errorf("tasks: scan %q: file changed while opening", path)
 	}
 	return f, nil
-}
-
-// clamdStream is one clamd INSTREAM command in progress.
-type clamdStream struct {
-	conn net.Conn
-	w    *bufio.Writer
-	stop func() bool
-}
-
-func dialClamd(ctx context.Context, addr string) (*clamdStream, error) {
-	network := "tcp"
-	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
-		network, addr = "unix", rest
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, fmt.Errorf("tasks: clamd: %w", err)
-	}
-	dl, _ := ctx.Deadline()
-	_ = conn.SetDeadline(dl)
-	c := &clamdStream{conn: conn, w: bufio.NewWriterSize(conn, scanChunk+4)}
-	c.stop = context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	if _, err := c.w.WriteString("zINSTREAM\x00"); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("tasks: clamd: %w", err)
-	}
-	return c, nil
-}
-
-// Write sends p as one INSTREAM chunk.
-func (c *clamdStream) Write(p []byte) error {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(p)))
-	c.w.Write(n[:]) // a bufio.Writer error is sticky: the next Write reports it
-	if _, err := c.w.Write(p); err != nil {
-		return c.writeFailed(err)
-	}
-	return nil
-}
-
-// writeFailed explains a broken stream: clamd closes it with a reply when
-// the file exceeds its StreamMaxLength, which no retry will change.
-func (c *clamdStream) writeFailed(err error) error {
-	_ = c.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if reply, rerr := c.readReply(); rerr == nil && reply != "" {
-		err = fmt.Errorf("tasks: clamd: %s (%w)", reply, err)
-		if strings.Contains(reply, "size limit exceeded") {
-			return permanent(err)
-		}
-		return err
-	}
-	return fmt.Errorf("tasks: clamd: %w", err)
-}
-
-// Finish ends the stream and returns the signature clamd found, "" if none.
-func (c *clamdStream) Finish() (string, error) {
-	c.w.Write([]byte{0, 0, 0, 0})
-	if err := c.w.Flush(); err != nil {
-		return "", c.writeFailed(err)
-	}
-	reply, err := c.readReply()
-	if err != nil {
-		return "", fmt.Errorf("tasks: clamd: reading reply: %w", err)
-	}
-	body := strings.TrimPrefix(reply, "stream: ")
-	switch {
-	case body == "OK":
-		return "", nil
-	case strings.HasSuffix(body, " FOUND"):
-		return strings.TrimSuffix(body, " FOUND"), nil
-	case strings.HasSuffix(body, " ERROR"):
-		err := fmt.Errorf("tasks: clamd: %s", reply)
-		if strings.Contains(body, "size limit exceeded") {
-			return "", permanent(err)
-		}
-		return "", err
-	}
-	return "", fmt.Errorf("tasks: clamd: unexpected reply %q", reply)
-}
-
-func (c *clamdStream) readReply() (string, error) {
-	// A z-command's reply ends in NUL; EOF also ends one.
-	b, err := bufio.NewReader(io.LimitReader(c.conn, 4096)).ReadBytes(0)
-	if err != nil && (err != io.EOF || len(b) == 0) {
-		return "", err
-	}
-	return strings.TrimSpace(string(bytes.TrimSuffix(b, []byte{0}))), nil
-}
-
-// Close releases the connection.
-func (c *clamdStream) Close() error {
-	c.stop()
-	return c.conn.Close()
 }
 
 // LoadSignatures reads signatures from path: one "Name:hex" a line, blank

@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -181,142 +178,76 @@ func TestScannerBadSignatureIsConfigError(t *testing.T) {
 	}
 }
 
-// fakeClamd speaks clamd's INSTREAM on loopback and answers reply.
-type fakeClamd struct {
-	Addr  string
-	reply string
-
-	mu      sync.Mutex
-	streams [][]byte
-	conns   int
+// fakeEngine reads a file through the Scanner, at most limit bytes of it
+// (0: all), and answers sig and err. The real engine is tested in
+// tasks/clamd.
+type fakeEngine struct {
+	limit   int64
+	sig     string
+	err     error
+	read    []byte
+	readErr error
 }
 
-func startClamd(t *testing.T, reply string) *fakeClamd {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+func (f *fakeEngine) Name() string { return "fake" }
+
+func (f *fakeEngine) Scan(ctx context.Context, r io.Reader) (string, error) {
+	if f.limit > 0 {
+		r = io.LimitReader(r, f.limit)
 	}
-	f := &fakeClamd{Addr: ln.Addr().String(), reply: reply}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() { defer c.Close(); f.serve(c) })
-		}
-	})
-	return f
-}
-
-func (f *fakeClamd) serve(c net.Conn) {
-	f.mu.Lock()
-	f.conns++
-	f.mu.Unlock()
-	cmd := make([]byte, len("zINSTREAM\x00"))
-	if _, err := io.ReadFull(c, cmd); err != nil || string(cmd) != "zINSTREAM\x00" {
-		c.Write([]byte("UNKNOWN COMMAND\x00"))
-		return
+	if f.read, f.readErr = io.ReadAll(r); f.readErr != nil {
+		return "", f.readErr
 	}
-	var stream []byte
-	for {
-		var n uint32
-		if err := binary.Read(c, binary.BigEndian, &n); err != nil {
-			return
-		}
-		if n == 0 {
-			break
-		}
-		chunk := make([]byte, n)
-		if _, err := io.ReadFull(c, chunk); err != nil {
-			return
-		}
-		stream = append(stream, chunk...)
-	}
-	f.mu.Lock()
-	f.streams = append(f.streams, stream)
-	f.mu.Unlock()
-	c.Write([]byte(f.reply + "\x00"))
+	return f.sig, f.err
 }
 
-func (f *fakeClamd) seen() (conns int, streams [][]byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.conns, f.streams
-}
-
-func TestScannerClamd(t *testing.T) {
+// The engine reads the bytes the Scanner reads; whatever it leaves is still
+// hashed and matched, and a built-in hit stops it and decides.
+func TestScannerEngine(t *testing.T) {
 	t.Parallel()
-	root := scanRoot(t)
-	big := bytes.Repeat([]byte("0123456789abcdef"), scanChunk/8+3) // three chunks
-	if err := os.WriteFile(filepath.Join(root, "big.bin"), big, 0o644); err != nil {
-		t.Fatal(err)
+	root := t.TempDir()
+	clean := bytes.Repeat([]byte{'.'}, 3*scanChunk)
+	early := bytes.Clone(clean)
+	copy(early[10:], EICARTestString)
+	late := bytes.Clone(clean)
+	copy(late[2*scanChunk:], EICARTestString)
+	files := map[string][]byte{"clean": clean, "early": early, "late": late}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(root, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tests := []struct {
-		name      string
-		reply     string
-		path      string
-		mode      string
-		verdict   string // "" for an error
-		skip      bool
-		signature string
-		engine    string
-		streamed  []byte // nil: clamd must not be asked
+		name     string
+		file     string
+		engine   *fakeEngine
+		verdict  string // "" for an error
+		by, sig  string
+		sawBytes int
 	}{
-		{"found", "stream: Win.Test.Fake FOUND", "big.bin", ModeFull, VerdictInfected, false, "Win.Test.Fake", EngineClamd, big},
-		{"ok", "stream: OK", "clean.txt", ModeFull, VerdictClean, false, "", EngineClamd, []byte("just text\n")},
-		{"malware mode skips clamd", "stream: Win.Test.Fake FOUND", "clean.txt", ModeMalware, VerdictClean, false, "", EngineOnceq, nil},
-		{"local hit wins", "stream: OK", "sub/eicar.com", ModeFull, VerdictInfected, false, "EICAR-Test-File", EngineOnceq, nil},
-		{"clamd error retries", "stream: Can't allocate memory ERROR", "clean.txt", ModeFull, "", false, "", "", []byte("just text\n")},
-		{"size limit is permanent", "INSTREAM size limit exceeded. ERROR", "big.bin", ModeFull, "", true, "", "", big},
-		{"garbage reply", "PONG", "clean.txt", ModeFull, "", false, "", "", []byte("just text\n")},
+		{"reads all and finds", "clean", &fakeEngine{sig: "Fake.Sig"}, VerdictInfected, "fake", "Fake.Sig", len(clean)},
+		{"stops early, clean", "clean", &fakeEngine{limit: 10}, VerdictClean, "fake", "", 10},
+		{"stops early, a signature later", "late", &fakeEngine{limit: 10}, VerdictInfected, EngineOnceq, "EICAR-Test-File", 10},
+		{"a built-in hit stops it", "early", &fakeEngine{}, VerdictInfected, EngineOnceq, "EICAR-Test-File", 0},
+		{"its failure is retried", "clean", &fakeEngine{err: errors.New("engine down")}, "", "", "", len(clean)},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			clamd := startClamd(t, tt.reply)
-			s := &Scanner{Root: root, ClamdAddr: clamd.Addr}
-			res, err := s.Scan(context.Background(), tt.path, tt.mode)
-			if tt.verdict == "" {
-				if err == nil || errors.Is(err, asynq.SkipRetry) != tt.skip {
-					t.Fatalf("Scan = %+v, %v; want an error with SkipRetry = %v", res, err, tt.skip)
-				}
-			} else if err != nil {
-				t.Fatalf("Scan: %v", err)
-			} else if res.Verdict != tt.verdict || res.Signature != tt.signature || res.Engine != tt.engine {
-				t.Errorf("Scan = %+v; want %s %q by %s", res, tt.verdict, tt.signature, tt.engine)
+		res, err := (&Scanner{Root: root, Engine: tt.engine}).Scan(context.Background(), tt.file, ModeFull)
+		switch {
+		case tt.verdict == "":
+			if err == nil || errors.Is(err, asynq.SkipRetry) {
+				t.Errorf("%s: %+v, %v; want a retryable error", tt.name, res, err)
 			}
-			conns, streams := clamd.seen()
-			if tt.streamed == nil {
-				if len(streams) != 0 {
-					t.Errorf("clamd received %d streams, want none", len(streams))
-				}
-				if tt.mode == ModeMalware && conns != 0 {
-					t.Errorf("clamd got %d connections in malware mode, want 0", conns)
-				}
-				return
-			}
-			if len(streams) != 1 || !bytes.Equal(streams[0], tt.streamed) {
-				t.Errorf("clamd received %d streams; want exactly the file's %d bytes", len(streams), len(tt.streamed))
-			}
-		})
-	}
-}
-
-func TestScannerClamdUnreachable(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	_, err = (&Scanner{Root: scanRoot(t), ClamdAddr: addr}).Scan(context.Background(), "clean.txt", ModeFull)
-	if err == nil || errors.Is(err, asynq.SkipRetry) {
-		t.Fatalf("Scan with clamd down = %v; want a retryable error", err)
+		case err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case res.Verdict != tt.verdict || res.Engine != tt.by || res.Signature != tt.sig:
+			t.Errorf("%s: %+v; want %s %q by %s", tt.name, res, tt.verdict, tt.sig, tt.by)
+		case res.Size != int64(3*scanChunk) || res.SHA256 != sha(string(files[tt.file])):
+			t.Errorf("%s: %d bytes hashed %s; want the whole file", tt.name, res.Size, res.SHA256)
+		}
+		if len(tt.engine.read) != tt.sawBytes {
+			t.Errorf("%s: the engine read %d bytes, want %d", tt.name, len(tt.engine.read), tt.sawBytes)
+		}
 	}
 }
 

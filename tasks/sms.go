@@ -2,14 +2,8 @@ package tasks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"unicode/utf8"
 
@@ -20,7 +14,8 @@ import (
 )
 
 // TypeSMS sends one text message. It is the catalog's example of a new task
-// type: this file, its test and a README line are all it took.
+// type: this file (payload, Spec, handler and the port it sends through),
+// its test, an adapter (tasks/outbox) and a README line are all it took.
 const TypeSMS = "sms:send"
 
 // MaxSMSBodyBytes is ten concatenated 160-byte segments.
@@ -66,27 +61,30 @@ func smsSpec(Windows) onceq.Spec[SMS] {
 }
 
 func smsHandler(d Deps) asynq.Handler {
-	dir := d.OutboxDir
-	if dir == "" {
-		dir = "outbox"
-	}
-	return SMSHandler{Dir: filepath.Join(dir, "sms"), Log: d.Log}
+	return SMSHandler{Sender: d.SMSSender, Log: d.Log}
+}
+
+// SMSSender is the SMS port: it sends m once per key, as an SMS provider
+// with idempotency keys does, and returns the message's id; a key it has
+// sent already returns the first message's id and sends nothing. The file
+// adapter is in tasks/outbox.
+type SMSSender interface {
+	Send(ctx context.Context, key string, m SMS) (id string, err error)
 }
 
 // SMSResult is the handler's result.
 type SMSResult struct {
 	MessageID string `json:"message_id"`
 	To        string `json:"to"`
-	File      string `json:"file"`
 }
 
-// SMSHandler "sends" by writing one JSON file per downstream key (the
-// idempotency key and its incarnation) to Dir,
-// created exclusively: a redelivery after a crash finds the file and does
-// not send again, like a gateway that deduplicates by key.
+// SMSHandler sends TypeSMS tasks through Sender under the downstream key
+// (the idempotency key and its incarnation): a redelivery after a crash is
+// the same key and sends nothing twice, and the next incarnation of a
+// message that failed for good is a new message.
 type SMSHandler struct {
-	Dir string
-	Log *zap.Logger
+	Sender SMSSender
+	Log    *zap.Logger
 }
 
 // ProcessTask implements asynq.Handler.
@@ -96,34 +94,13 @@ func (h SMSHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 func (h SMSHandler) send(ctx context.Context, m SMS) (SMSResult, error) {
 	key := downstream(ctx)
-	sum := sha256.Sum256([]byte(key))
-	res := SMSResult{MessageID: hex.EncodeToString(sum[:16]), To: m.To}
-	res.File = filepath.Join(h.Dir, res.MessageID+".json")
-	if err := os.MkdirAll(h.Dir, 0o750); err != nil {
-		return SMSResult{}, err
+	if h.Sender == nil {
+		return SMSResult{}, errors.New("tasks: sms handler has no SMSSender")
 	}
-	b, _ := json.Marshal(struct {
-		Key string `json:"key"`
-		SMS
-	}{key, m})
-	f, err := os.OpenFile(res.File, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if errors.Is(err, fs.ErrExist) {
-		logger(h.Log).Debug("sms already in the outbox", zap.String("key", key))
-		return res, nil
-	}
+	id, err := h.Sender.Send(ctx, key, m)
 	if err != nil {
 		return SMSResult{}, err
 	}
-	if _, err = f.Write(append(b, '\n')); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(res.File) // a half-written message must not count as sent
-		return SMSResult{}, err
-	}
-	logger(h.Log).Debug("sms written", zap.String("key", key), zap.String("file", res.File))
-	return res, nil
+	logger(h.Log).Debug("sms sent", zap.String("key", key), zap.String("message_id", id))
+	return SMSResult{MessageID: id, To: m.To}, nil
 }

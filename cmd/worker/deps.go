@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,15 +12,20 @@ import (
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq/tasks/clamd"
+	"github.com/onceq/onceq/tasks/gateway"
+	"github.com/onceq/onceq/tasks/outbox"
 	"github.com/onceq/onceq/tasks/smtp"
 	"github.com/onceq/onceq/tasks/stripe"
 )
 
 // buildDeps wires the handlers' downstreams from config: mail through SMTP
-// or the file outbox; payments through Stripe, a generic HTTP gateway, or,
-// with neither configured, the built-in ledger served on a loopback port.
+// or the file outbox; SMS to the file outbox; full scans to clamd too, when
+// configured; payments through Stripe, a generic HTTP gateway, or, with
+// neither configured, the built-in gateway served on a loopback port.
 func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.Deps, func(), error) {
-	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, OutboxDir: cfg.OutboxDir, Log: log}
+	d := tasks.Deps{From: cfg.SMTPFrom, Enqueuer: enq, Log: log,
+		SMSSender: outbox.SMSSender{Dir: filepath.Join(cfg.OutboxDir, "sms")}}
 	closeFn := func() {}
 	if cfg.SMTPAddr != "" {
 		m, err := smtp.New(smtp.Options{Addr: cfg.SMTPAddr, User: cfg.SMTPUser, Password: cfg.SMTPPassword, From: cfg.SMTPFrom})
@@ -28,10 +34,17 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.De
 		}
 		d.Mailer = m
 	} else {
-		d.Mailer = tasks.OutboxMailer{Dir: cfg.OutboxDir}
+		d.Mailer = outbox.Mailer{Dir: cfg.OutboxDir}
 		log.Info("no SMTP server configured: emails go to the outbox", zap.String("dir", cfg.OutboxDir))
 	}
-	d.Scanner = &tasks.Scanner{Root: cfg.ScanRoot, MaxBytes: cfg.ScanMaxBytes, ClamdAddr: cfg.ClamdAddr}
+	d.Scanner = &tasks.Scanner{Root: cfg.ScanRoot, MaxBytes: cfg.ScanMaxBytes}
+	if cfg.ClamdAddr != "" {
+		e, err := clamd.New(cfg.ClamdAddr)
+		if err != nil {
+			return d, nil, err
+		}
+		d.Scanner.Engine = e
+	}
 	if cfg.ScanSignatures != "" {
 		sigs, err := tasks.LoadSignatures(cfg.ScanSignatures)
 		if err != nil {
@@ -48,15 +61,15 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.De
 		d.Gateway = g
 		log.Info("payments go to Stripe")
 	case cfg.GatewayURL != "":
-		d.Gateway = &tasks.GatewayClient{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
+		d.Gateway = &gateway.Client{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	default:
-		srv, err := admin.Listen("127.0.0.1:0", &tasks.Ledger{})
+		srv, err := admin.Listen("127.0.0.1:0", &gateway.Server{})
 		if err != nil {
-			return d, nil, fmt.Errorf("built-in ledger gateway: %w", err)
+			return d, nil, fmt.Errorf("built-in gateway: %w", err)
 		}
 		url := "http://" + srv.Addr()
-		d.Gateway = &tasks.GatewayClient{URL: url, HTTP: &http.Client{Timeout: 30 * time.Second}}
-		log.Info("no payment gateway configured: charging the built-in ledger", zap.String("url", url))
+		d.Gateway = &gateway.Client{URL: url, HTTP: &http.Client{Timeout: 30 * time.Second}}
+		log.Info("no payment gateway configured: charging the built-in gateway", zap.String("url", url))
 		closeFn = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()

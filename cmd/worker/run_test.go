@@ -23,6 +23,8 @@ import (
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
+	"github.com/onceq/onceq/tasks/gateway"
+	"github.com/onceq/onceq/tasks/outbox"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -156,7 +158,7 @@ func (e env) waitTask(t *testing.T, queue, id string, want asynq.TaskState) *asy
 
 func outboxCount(t *testing.T, dir string) int {
 	t.Helper()
-	n, err := tasks.OutboxMailer{Dir: dir}.Count()
+	n, err := outbox.Mailer{Dir: dir}.Count()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +205,9 @@ func TestSameEmailTwiceOneSend(t *testing.T) {
 	}
 }
 
-// flakyGateway fails the first n charges with 503, then serves the ledger.
+// flakyGateway fails the first n charges with 503, then serves the built-in gateway.
 type flakyGateway struct {
-	ledger *tasks.Ledger
+	server *gateway.Server
 	fail   atomic.Int64
 	calls  atomic.Int64
 }
@@ -216,7 +218,7 @@ func (f *flakyGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "try later", http.StatusServiceUnavailable)
 		return
 	}
-	f.ledger.ServeHTTP(w, r)
+	f.server.ServeHTTP(w, r)
 }
 
 // A payment whose gateway fails twice is charged once, on the third attempt.
@@ -224,7 +226,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
-	gw := &flakyGateway{ledger: &tasks.Ledger{}}
+	gw := &flakyGateway{server: &gateway.Server{}}
 	gw.fail.Store(2)
 	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
@@ -234,8 +236,8 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 
 	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-20260628-001", Account: "acct-1", Amount: 4200, Currency: "EUR"}))
 	rec := e.waitState(t, j.Key, onceq.StatusDone)
-	if rec.Attempts != 3 || gw.calls.Load() != 3 || gw.ledger.Charges(j.Key.String()) != 1 {
-		t.Fatalf("attempts %d, gateway calls %d, charges %d; want 3, 3, 1", rec.Attempts, gw.calls.Load(), gw.ledger.Charges(j.Key.String()))
+	if rec.Attempts != 3 || gw.calls.Load() != 3 || gw.server.Charges(j.Key.String()) != 1 {
+		t.Fatalf("attempts %d, gateway calls %d, charges %d; want 3, 3, 1", rec.Attempts, gw.calls.Load(), gw.server.Charges(j.Key.String()))
 	}
 	e.waitTask(t, j.Queue, o.TaskID, asynq.TaskStateCompleted)
 
@@ -254,8 +256,8 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	e := newEnv(t, srv.Client(t))
-	ledger := &tasks.Ledger{}
-	hs := httptest.NewServer(ledger)
+	gw := &gateway.Server{}
+	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
 	cfg := baseEnv(t, srv.Addr)
 	cfg["ONCEQ_GATEWAY_URL"] = hs.URL
@@ -271,7 +273,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 	if err != nil || c.Outcome != onceq.Acquired {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
-	gc := &tasks.GatewayClient{URL: hs.URL, HTTP: hs.Client()}
+	gc := &gateway.Client{URL: hs.URL, HTTP: hs.Client()}
 	charge, err := gc.Charge(ctx, j.Key.String(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -282,8 +284,8 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := e.waitState(t, j.Key, onceq.StatusDone)
-	if ledger.Charges(j.Key.String()) != 1 || rec.Attempts != 2 {
-		t.Fatalf("charges %d, attempts %d; want 1, 2", ledger.Charges(j.Key.String()), rec.Attempts)
+	if gw.Charges(j.Key.String()) != 1 || rec.Attempts != 2 {
+		t.Fatalf("charges %d, attempts %d; want 1, 2", gw.Charges(j.Key.String()), rec.Attempts)
 	}
 	if !strings.Contains(string(rec.Result), charge.ChargeID) {
 		t.Fatalf("result %s does not name the original charge %s", rec.Result, charge.ChargeID)

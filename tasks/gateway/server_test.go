@@ -1,4 +1,4 @@
-package tasks
+package gateway
 
 import (
 	"encoding/json"
@@ -35,9 +35,9 @@ func post(t *testing.T, url string, header map[string]string, body string) (*htt
 	return resp, string(b)
 }
 
-func TestLedgerHTTP(t *testing.T) {
+func TestServerHTTP(t *testing.T) {
 	t.Parallel()
-	ledger, srv := ledgerServer(t, "tok")
+	gw, srv := testServer(t, "tok")
 	url := srv.URL + "/v1/charges"
 	auth := func(key string) map[string]string {
 		return map[string]string{"Authorization": "Bearer tok", "Idempotency-Key": key}
@@ -72,7 +72,7 @@ func TestLedgerHTTP(t *testing.T) {
 		{"trailing data", "POST", "/v1/charges", auth("k3"), chargeBody + "{}", 400},
 		{"invalid payment", "POST", "/v1/charges", auth("k3"), strings.Replace(chargeBody, "500", "-1", 1), 400},
 		{"float amount", "POST", "/v1/charges", auth("k3"), strings.Replace(chargeBody, "500", "5.5", 1), 400},
-		{"too large", "POST", "/v1/charges", auth("k3"), `{"description":"` + strings.Repeat("x", maxLedgerBody) + `"}`, 413},
+		{"too large", "POST", "/v1/charges", auth("k3"), `{"description":"` + strings.Repeat("x", maxBody) + `"}`, 413},
 		{"not JSON", "POST", "/v1/charges", map[string]string{"Authorization": "Bearer tok", "Idempotency-Key": "k3", "Content-Type": "text/plain"}, chargeBody, 415},
 		{"GET", "GET", "/v1/charges", auth("k3"), "", 405},
 		{"other path", "POST", "/v1/refunds", auth("k3"), chargeBody, 404},
@@ -104,34 +104,34 @@ func TestLedgerHTTP(t *testing.T) {
 			t.Errorf("%s: 401 without WWW-Authenticate", tt.name)
 		}
 	}
-	if ledger.Total() != 1 || ledger.Charges("k1") != 1 || ledger.Charges("k2")+ledger.Charges("k3") != 0 {
-		t.Errorf("ledger: total %d, k1 %d, k2 %d, k3 %d; want only k1's one charge",
-			ledger.Total(), ledger.Charges("k1"), ledger.Charges("k2"), ledger.Charges("k3"))
+	if gw.Total() != 1 || gw.Charges("k1") != 1 || gw.Charges("k2")+gw.Charges("k3") != 0 {
+		t.Errorf("gateway: total %d, k1 %d, k2 %d, k3 %d; want only k1's one charge",
+			gw.Total(), gw.Charges("k1"), gw.Charges("k2"), gw.Charges("k3"))
 	}
 }
 
-func TestLedgerExpiresOldKeys(t *testing.T) {
+func TestServerExpiresOldKeys(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	ledger := &Ledger{now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	gw := &Server{now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	srv := httptest.NewServer(ledger)
+	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 	key := func(k string) map[string]string { return map[string]string{"Idempotency-Key": k} }
 
 	post(t, srv.URL+"/v1/charges", key("old"), chargeBody)
-	advance(DefaultLedgerTTL - time.Second)
+	advance(DefaultTTL - time.Second)
 	if resp, _ := post(t, srv.URL+"/v1/charges", key("old"), chargeBody); resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("a key within the TTL was not replayed")
 	}
 	advance(2 * time.Second)
 	post(t, srv.URL+"/v1/charges", key("new"), chargeBody)
-	if ledger.Charges("old") != 0 || ledger.Charges("new") != 1 || len(ledger.entries) != 1 {
-		t.Errorf("after the TTL: old %d, new %d, %d entries; want 0, 1, 1", ledger.Charges("old"), ledger.Charges("new"), len(ledger.entries))
+	if gw.Charges("old") != 0 || gw.Charges("new") != 1 || len(gw.entries) != 1 {
+		t.Errorf("after the TTL: old %d, new %d, %d entries; want 0, 1, 1", gw.Charges("old"), gw.Charges("new"), len(gw.entries))
 	}
 	// Past its TTL a key is new again.
-	if resp, _ := post(t, srv.URL+"/v1/charges", key("old"), chargeBody); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "" || ledger.Total() != 3 {
-		t.Errorf("an expired key: %d replayed=%q total %d; want a new charge", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), ledger.Total())
+	if resp, _ := post(t, srv.URL+"/v1/charges", key("old"), chargeBody); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "" || gw.Total() != 3 {
+		t.Errorf("an expired key: %d replayed=%q total %d; want a new charge", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), gw.Total())
 	}
 }

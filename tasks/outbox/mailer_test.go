@@ -1,9 +1,8 @@
-package tasks
+package outbox
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,37 +12,11 @@ import (
 	"time"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/tasks"
 )
 
-// fakeMailer records what the email handler hands its Mailer. Recipients
-// starting with "reject" are refused for good, "busy" for now. The real SMTP
-// adapter is tested against Mailpit in tasks/smtp.
-type fakeMailer struct {
-	mu   sync.Mutex
-	msgs []Message
-}
-
-func (f *fakeMailer) Send(ctx context.Context, m Message) error {
-	switch {
-	case strings.HasPrefix(m.To, "reject"):
-		return fmt.Errorf("fake: 550 no such user: %w", ErrRejected)
-	case strings.HasPrefix(m.To, "busy"):
-		return errors.New("fake: 451 try again later")
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.msgs = append(f.msgs, m)
-	return nil
-}
-
-func (f *fakeMailer) Messages() []Message {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Message(nil), f.msgs...)
-}
-
-func testMessage(to string) Message {
-	return Message{
+func testMessage(to string) tasks.Message {
+	return tasks.Message{
 		MessageID: "<0123456789abcdef0123456789abcdef@onceq>",
 		From:      "Sender <sender@example.com>",
 		To:        to,
@@ -54,28 +27,28 @@ func testMessage(to string) Message {
 
 func TestBuildMessageRejectsHeaderInjection(t *testing.T) {
 	t.Parallel()
-	for _, m := range []Message{
+	for _, m := range []tasks.Message{
 		{MessageID: "<a@b>", To: "bob@example.com", Subject: "hi\r\nBcc: eve@example.com"},
 		{MessageID: "<a@b>\nBcc: eve@example.com", To: "bob@example.com"},
 		{MessageID: "<a@b>", To: "bob@example.com\r\nBcc: eve@example.com"},
 	} {
-		if _, _, _, err := buildMessage(m, "a@example.com", time.Now()); !errors.Is(err, onceq.ErrInvalid) {
+		if _, err := buildMessage(m, "a@example.com", time.Now()); !errors.Is(err, onceq.ErrInvalid) {
 			t.Errorf("buildMessage(%q) = %v, want onceq.ErrInvalid", m, err)
 		}
 	}
 }
 
-func TestOutboxMailer(t *testing.T) {
+func TestMailer(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "outbox")
-	o := OutboxMailer{Dir: dir}
+	o := Mailer{Dir: dir}
 	ctx := context.Background()
 	first := testMessage("bob@example.com")
 	if err := o.Send(ctx, first); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	path := filepath.Join(dir, outboxName(first.MessageID))
+	path := filepath.Join(dir, mailName(first.MessageID))
 	before, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -120,13 +93,13 @@ func TestOutboxMailer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(data), "Message-ID: "+first.MessageID+"\r\n") || strings.Contains(string(data), "different") {
-		t.Errorf("outbox file lacks the Message-ID header or holds the second body:\n%s", truncate(data, 300))
+		t.Errorf("outbox file lacks the Message-ID header or holds the second body:\n%.300s", data)
 	}
 }
 
-func TestOutboxConcurrentSendsWriteOnce(t *testing.T) {
+func TestMailerConcurrentSendsWriteOnce(t *testing.T) {
 	t.Parallel()
-	o := OutboxMailer{Dir: t.TempDir()}
+	o := Mailer{Dir: t.TempDir()}
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for range 16 {
@@ -144,9 +117,29 @@ func TestOutboxConcurrentSendsWriteOnce(t *testing.T) {
 	}
 }
 
-func TestOutboxCountMissingDir(t *testing.T) {
+func TestMailerCountMissingDir(t *testing.T) {
 	t.Parallel()
-	if n, err := (OutboxMailer{Dir: filepath.Join(t.TempDir(), "nope")}).Count(); n != 0 || err != nil {
+	if n, err := (Mailer{Dir: filepath.Join(t.TempDir(), "nope")}).Count(); n != 0 || err != nil {
 		t.Fatalf("Count of a missing outbox = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// The email handler on the outbox: a redelivery after a crash between the
+// send and Complete writes nothing twice.
+func TestEmailHandlerOutboxDedups(t *testing.T) {
+	t.Parallel()
+	o := Mailer{Dir: t.TempDir()}
+	h := tasks.EmailHandler{Mailer: o}
+	job, err := tasks.NewEmail(tasks.Email{ID: "welcome-1", To: "bob@example.com", Subject: "Hi", Body: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.ProcessTask(context.Background(), job.Task); err != nil {
+			t.Fatalf("ProcessTask: %v", err)
+		}
+	}
+	if n, err := o.Count(); err != nil || n != 1 {
+		t.Fatalf("outbox Count = %d, %v; want 1", n, err)
 	}
 }

@@ -1,4 +1,4 @@
-package tasks
+package gateway
 
 import (
 	"bytes"
@@ -17,46 +17,47 @@ import (
 	"time"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/tasks"
 )
 
-// DefaultLedgerTTL is how long the Ledger remembers an idempotency key.
-const DefaultLedgerTTL = 24 * time.Hour
+// DefaultTTL is how long a Server remembers an idempotency key.
+const DefaultTTL = 24 * time.Hour
 
-const maxLedgerBody = 64 << 10
+const maxBody = 64 << 10
 
-// Ledger is the built-in payment gateway the embedded default serves: an
+// Server is the built-in payment gateway the embedded default serves: an
 // http.Handler for POST /v1/charges with the IETF Idempotency-Key semantics,
 // keeping its charges in memory. The zero value is ready; it must not be
 // copied after first use.
-type Ledger struct {
+type Server struct {
 	// Token, when set, is the bearer token every request must carry.
 	Token string
 	// TTL is how long a key's stored response is replayed. Default: 24h.
 	TTL time.Duration
 
 	mu      sync.Mutex
-	entries map[string]ledgerEntry
-	order   []ledgerSeen // insertion order, for lazy expiry
+	entries map[string]entry
+	order   []seen // insertion order, for lazy expiry
 	total   int
 	now     func() time.Time // tests
 }
 
-type ledgerEntry struct {
+type entry struct {
 	fingerprint string
 	status      int
 	body        []byte
 	created     time.Time
 }
 
-type ledgerSeen struct {
+type seen struct {
 	key     string
 	created time.Time
 }
 
-var _ http.Handler = (*Ledger)(nil)
+var _ http.Handler = (*Server)(nil)
 
 // ServeHTTP implements http.Handler.
-func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/charges" {
 		writeProblem(w, http.StatusNotFound, "no such endpoint")
 		return
@@ -66,8 +67,8 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusMethodNotAllowed, "use POST")
 		return
 	}
-	if l.Token != "" && !bearerOK(r.Header.Get("Authorization"), l.Token) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="onceq-ledger"`)
+	if s.Token != "" && !bearerOK(r.Header.Get("Authorization"), s.Token) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="onceq-gateway"`)
 		writeProblem(w, http.StatusUnauthorized, "missing or wrong bearer token")
 		return
 	}
@@ -76,7 +77,7 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "Idempotency-Key header is required")
 		return
 	}
-	if _, err := onceq.NewKey("ledger", key); err != nil {
+	if _, err := onceq.NewKey("gateway", key); err != nil {
 		writeProblem(w, http.StatusBadRequest, "bad Idempotency-Key: "+err.Error())
 		return
 	}
@@ -84,17 +85,17 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLedgerBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxLedgerBody))
+			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody))
 			return
 		}
 		writeProblem(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
-	var p Payment
+	var p tasks.Payment
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
@@ -105,12 +106,12 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "bad JSON: trailing data")
 		return
 	}
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		writeProblem(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	// Same request, other spelling (key order, whitespace) is still the same request.
-	canon, err := marshal(p)
+	canon, err := json.Marshal(p)
 	if err != nil {
 		writeProblem(w, http.StatusBadRequest, err.Error())
 		return
@@ -118,7 +119,7 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sum := sha256.Sum256(canon)
 	fp := hex.EncodeToString(sum[:])
 
-	e, replayed, err := l.charge(key, fp, p)
+	e, replayed, err := s.charge(key, fp, p)
 	if err != nil {
 		writeProblem(w, http.StatusUnprocessableEntity, err.Error())
 		return
@@ -134,77 +135,77 @@ func (l *Ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // charge returns the stored response for key, or makes the charge and
 // stores its response. All under the lock, so two concurrent requests with
 // one key make one charge; the response is written after unlocking.
-func (l *Ledger) charge(key, fp string, p Payment) (ledgerEntry, bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.clock()
-	ttl := l.TTL
+func (s *Server) charge(key, fp string, p tasks.Payment) (entry, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	ttl := s.TTL
 	if ttl <= 0 {
-		ttl = DefaultLedgerTTL
+		ttl = DefaultTTL
 	}
-	if e, ok := l.entries[key]; ok && now.Sub(e.created) < ttl {
+	if e, ok := s.entries[key]; ok && now.Sub(e.created) < ttl {
 		if e.fingerprint != fp {
-			return ledgerEntry{}, false, errors.New("Idempotency-Key was used with another request body")
+			return entry{}, false, errors.New("Idempotency-Key was used with another request body")
 		}
 		return e, true, nil
 	}
 	var id [12]byte
 	rand.Read(id[:])
-	body, err := marshal(Charge{ChargeID: "ch_" + hex.EncodeToString(id[:]), Status: "succeeded",
+	body, err := json.Marshal(tasks.Charge{ChargeID: "ch_" + hex.EncodeToString(id[:]), Status: "succeeded",
 		Amount: p.Amount, Currency: p.Currency})
 	if err != nil {
-		return ledgerEntry{}, false, err
+		return entry{}, false, err
 	}
-	e := ledgerEntry{fingerprint: fp, status: http.StatusCreated, body: body, created: now}
-	l.expire(now, ttl)
-	if l.entries == nil {
-		l.entries = make(map[string]ledgerEntry)
+	e := entry{fingerprint: fp, status: http.StatusCreated, body: body, created: now}
+	s.expire(now, ttl)
+	if s.entries == nil {
+		s.entries = make(map[string]entry)
 	}
-	l.entries[key] = e
-	l.order = append(l.order, ledgerSeen{key: key, created: now})
-	l.total++
+	s.entries[key] = e
+	s.order = append(s.order, seen{key: key, created: now})
+	s.total++
 	return e, false, nil
 }
 
 // expire drops entries older than ttl, oldest first, stopping at the first
-// live one: amortised O(1) per insert. Callers hold l.mu.
-func (l *Ledger) expire(now time.Time, ttl time.Duration) {
+// live one: amortised O(1) per insert. Callers hold s.mu.
+func (s *Server) expire(now time.Time, ttl time.Duration) {
 	n := 0
-	for _, s := range l.order {
-		if now.Sub(s.created) < ttl {
+	for _, o := range s.order {
+		if now.Sub(o.created) < ttl {
 			break
 		}
 		// The key may have been charged again since; drop only this entry.
-		if e, ok := l.entries[s.key]; ok && e.created.Equal(s.created) {
-			delete(l.entries, s.key)
+		if e, ok := s.entries[o.key]; ok && e.created.Equal(o.created) {
+			delete(s.entries, o.key)
 		}
 		n++
 	}
-	l.order = l.order[n:]
+	s.order = s.order[n:]
 }
 
-func (l *Ledger) clock() time.Time {
-	if l.now != nil {
-		return l.now()
+func (s *Server) clock() time.Time {
+	if s.now != nil {
+		return s.now()
 	}
 	return time.Now()
 }
 
-// Charges is how many charges the ledger holds for key: 0 or 1.
-func (l *Ledger) Charges(key string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.entries[key]; ok {
+// Charges is how many charges the server holds for key: 0 or 1.
+func (s *Server) Charges(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.entries[key]; ok {
 		return 1
 	}
 	return 0
 }
 
-// Total is how many charges the ledger has made since it started.
-func (l *Ledger) Total() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total
+// Total is how many charges the server has made since it started.
+func (s *Server) Total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
 }
 
 func bearerOK(header, token string) bool {
@@ -215,7 +216,7 @@ func bearerOK(header, token string) bool {
 func writeProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	b, _ := marshal(map[string]any{
+	b, _ := json.Marshal(map[string]any{
 		"type":   "about:blank",
 		"title":  http.StatusText(status),
 		"status": status,
