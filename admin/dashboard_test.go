@@ -24,7 +24,7 @@ func TestDashboardOpensOnceqTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := tasks.NewPayment(tasks.Payment{PaymentID: "pmt-20260628-001/a?b#c%2F", Account: "acct-1", Amount: 4200, Currency: "EUR"})
+	j, err := testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-20260628-001/a?b#c%2F", Account: "acct-1", Amount: 4200, Currency: "EUR"}))
 	if err != nil {
 		t.Fatal(err)
 	}

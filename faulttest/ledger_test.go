@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/pgtest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -90,7 +91,7 @@ func killTransactional(t *testing.T, ledger bool) ledgerRun {
 		for l := range lines {
 			o.Lines = append(o.Lines, tasks.OrderLine{SKU: fmt.Sprintf("SKU-%d", l), Qty: 1 + l})
 		}
-		j, err := tasks.NewOrder(o)
+		j, err := testenv.Job(tasks.Orders.Job(o))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -60,9 +61,9 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 					err error
 				)
 				if i%2 == 0 {
-					j, err = tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: int64(100 + i), Currency: "EUR"})
+					j, err = testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: int64(100 + i), Currency: "EUR"}))
 				} else {
-					j, err = tasks.NewEmail(tasks.Email{ID: id, To: id + "@example.com", Subject: "faulttest " + id, Body: "Hello"})
+					j, err = testenv.Job(tasks.Emails.Job(tasks.Email{ID: id, To: id + "@example.com", Subject: "faulttest " + id, Body: "Hello"}))
 				}
 				if err != nil {
 					t.Errorf("job %s: %v", id, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -68,7 +69,7 @@ func (r *rig) workerVars(extra map[string]string) map[string]string {
 
 func (r *rig) payment(id string, amount int64) onceq.Job {
 	r.t.Helper()
-	j, err := tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: amount, Currency: "EUR"})
+	j, err := testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: amount, Currency: "EUR"}))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func (r *rig) payment(id string, amount int64) onceq.Job {
 
 func (r *rig) email(id, to string) onceq.Job {
 	r.t.Helper()
-	j, err := tasks.NewEmail(tasks.Email{ID: id, To: to, Subject: "faulttest " + id, Body: "Hello from " + id})
+	j, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: id, To: to, Subject: "faulttest " + id, Body: "Hello from " + id}))
 	if err != nil {
 		r.t.Fatal(err)
 	}

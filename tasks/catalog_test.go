@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -17,7 +18,7 @@ func TestCatalogBuildAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	typed := mustJob(t)(tasks.NewPayment(tasks.Payment{PaymentID: "p-1", Account: "a", Amount: 5, Currency: "EUR"}))
+	typed := mustJob(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "p-1", Account: "a", Amount: 5, Currency: "EUR"})))
 	fromJSON := mustJob(t)(c.Build(tasks.TypePayment, []byte(`{ "currency":"EUR","amount":5, "account":"a","payment_id":"p-1"}`), "hdr"))
 	if typed.Key != fromJSON.Key || typed.Fingerprint != fromJSON.Fingerprint || len(fromJSON.Rules) != 1 {
 		t.Fatalf("typed %v %s, JSON %v %s", typed.Key, typed.Fingerprint, fromJSON.Key, fromJSON.Fingerprint)

@@ -80,9 +80,6 @@ func emailHandler(d Deps) asynq.Handler {
 	return EmailHandler{Mailer: d.Mailer, From: d.From, Log: d.Log}
 }
 
-// NewEmail validates e and returns its Job under the default windows.
-func NewEmail(e Email) (onceq.Job, error) { j := Emails.Job(e); return j, j.Err }
-
 // MessageID is the Message-ID onceq gives the email of a downstream key
 // (onceq.Key.Downstream: the key and its incarnation). It depends on that
 // only, so a redelivered job sends the same Message-ID and a receiving MTA

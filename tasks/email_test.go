@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 func TestNewEmail(t *testing.T) {
@@ -45,7 +46,7 @@ func TestNewEmail(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			j, err := NewEmail(tt.email)
+			j, err := testenv.Job(Emails.Job(tt.email))
 			if tt.wantErr != "" {
 				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("NewEmail = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
@@ -127,16 +128,16 @@ func mustJob(t *testing.T) func(onceq.Job, error) onceq.Job {
 func TestEmailKeyStability(t *testing.T) {
 	t.Parallel()
 	base := Email{To: "bob@example.com", Subject: "Hi", Body: "body"}
-	a := mustJob(t)(NewEmail(base))
+	a := mustJob(t)(testenv.Job(Emails.Job(base)))
 	traced := base
 	traced.TraceID = "trace-2"
-	b := mustJob(t)(NewEmail(traced))
+	b := mustJob(t)(testenv.Job(Emails.Job(traced)))
 	if a.Key != b.Key || a.Fingerprint != b.Fingerprint {
 		t.Errorf("trace_id changed the key or fingerprint: %v/%s vs %v/%s", a.Key, a.Fingerprint, b.Key, b.Fingerprint)
 	}
 	other := base
 	other.Body = "another body"
-	c := mustJob(t)(NewEmail(other))
+	c := mustJob(t)(testenv.Job(Emails.Job(other)))
 	if c.Key == a.Key || c.Fingerprint == a.Fingerprint {
 		t.Errorf("a different body kept key %v or fingerprint %s", c.Key, c.Fingerprint)
 	}
@@ -150,7 +151,7 @@ func TestEmailKeyStability(t *testing.T) {
 
 	// With a business id, the id is the key; the fingerprint still tells payloads apart.
 	base.ID, other.ID = "welcome-7", "welcome-7"
-	d, e := mustJob(t)(NewEmail(base)), mustJob(t)(NewEmail(other))
+	d, e := mustJob(t)(testenv.Job(Emails.Job(base))), mustJob(t)(testenv.Job(Emails.Job(other)))
 	if d.Key.String() != "email:send/welcome-7" || d.Key != e.Key || d.Fingerprint == e.Fingerprint {
 		t.Errorf("keys %v, %v fingerprints %s, %s; want one key email:send/welcome-7, two fingerprints", d.Key, e.Key, d.Fingerprint, e.Fingerprint)
 	}
@@ -176,7 +177,7 @@ func TestEmailHandlerSendsWithKeyDerivedMessageID(t *testing.T) {
 	t.Parallel()
 	mailer := &fakeMailer{}
 	h := EmailHandler{Mailer: mailer, From: "onceq@example.com"}
-	job := mustJob(t)(NewEmail(Email{To: "bob@example.com", Subject: "Hi", Body: "hello", TraceID: "t"}))
+	job := mustJob(t)(testenv.Job(Emails.Job(Email{To: "bob@example.com", Subject: "Hi", Body: "hello", TraceID: "t"})))
 	claimed, _ := onceq.NewKey(TypeEmail, "claimed-by-middleware")
 
 	tests := []struct {
@@ -224,7 +225,7 @@ func TestEmailHandlerFailures(t *testing.T) {
 	mailer := &fakeMailer{}
 	h := EmailHandler{Mailer: mailer, From: "onceq@example.com"}
 	job := func(to string) *asynq.Task {
-		return mustJob(t)(NewEmail(Email{To: to, Subject: "Hi", Body: "b"})).Task
+		return mustJob(t)(testenv.Job(Emails.Job(Email{To: to, Subject: "Hi", Body: "b"}))).Task
 	}
 	tests := []struct {
 		name string

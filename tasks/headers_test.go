@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"testing"
+
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // The worker's key rule for a task enqueued without onceq's headers (plain
@@ -10,7 +12,7 @@ import (
 func TestNewJobHeadersMatchCatalogRule(t *testing.T) {
 	t.Parallel()
 	e := Email{To: "bob@example.com", Subject: "a <b> & c", Body: "x", TraceID: "t"}
-	j := mustJob(t)(NewEmail(e))
+	j := mustJob(t)(testenv.Job(Emails.Job(e)))
 	c, err := NewCatalog(Windows{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // incarnation is task t as the producer sends the n-th incarnation of its key.
@@ -22,7 +24,7 @@ func TestPaymentIncarnationIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	gw := &fakeGateway{}
 	h := PaymentHandler{Gateway: gw}
-	job := mustJob(t)(NewPayment(validPayment()))
+	job := mustJob(t)(testenv.Job(Payments.Job(validPayment())))
 	second := incarnation(job.Task, "2")
 	for _, task := range []*asynq.Task{job.Task, second, second} {
 		if _, err := h.process(context.Background(), task); err != nil {
@@ -39,7 +41,7 @@ func TestEmailIncarnationMessageID(t *testing.T) {
 	t.Parallel()
 	mailer := &fakeMailer{}
 	h := EmailHandler{Mailer: mailer, From: "onceq@example.com"}
-	job := mustJob(t)(NewEmail(Email{ID: "welcome-1", To: "bob@example.com", Subject: "Hi", Body: "hello"}))
+	job := mustJob(t)(testenv.Job(Emails.Job(Email{ID: "welcome-1", To: "bob@example.com", Subject: "Hi", Body: "hello"})))
 	first, err := h.process(context.Background(), job.Task)
 	if err != nil {
 		t.Fatal(err)

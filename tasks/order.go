@@ -84,9 +84,6 @@ func orderSpec(Windows) onceq.Spec[Order] {
 	}
 }
 
-// NewOrder validates o and returns its Job under the default windows.
-func NewOrder(o Order) (onceq.Job, error) { j := Orders.Job(o); return j, j.Err }
-
 // OrderMigrations create the application tables OrderHandler writes; apply
 // them with pgledger.Migrate under the set name "order".
 var OrderMigrations = []pgledger.Migration{{Version: 1, Name: "shipments", SQL: `

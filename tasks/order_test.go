@@ -13,6 +13,7 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
 )
@@ -39,7 +40,7 @@ func TestNewOrder(t *testing.T) {
 		{"sku with newline", with(func(o *tasks.Order) { o.Lines[1].SKU = "a\nb" }), "sku"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j, err := tasks.NewOrder(c.order)
+			j, err := testenv.Job(tasks.Orders.Job(c.order))
 			if c.wantErr == "" {
 				if err != nil || j.Key.String() != "order:fulfil/"+c.order.OrderID || j.Task.Type() != tasks.TypeOrder {
 					t.Fatalf("NewOrder: %+v %v", j.Key, err)
@@ -85,7 +86,7 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 	mux.Use(mw.Wrap)
 	catalog.Register(mux, tasks.Deps{Ledger: ledger})
 
-	j, err := tasks.NewOrder(validOrder())
+	j, err := testenv.Job(tasks.Orders.Job(validOrder()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestOrderRefusedWithoutPostgres(t *testing.T) {
 	}
 	mux := asynq.NewServeMux()
 	catalog.Register(mux, tasks.Deps{})
-	j, err := tasks.NewOrder(validOrder())
+	j, err := testenv.Job(tasks.Orders.Job(validOrder()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,9 +109,6 @@ func paymentHandler(d Deps) asynq.Handler {
 	return PaymentHandler{Gateway: d.Gateway, Log: d.Log}
 }
 
-// NewPayment validates p and returns its Job under the default windows.
-func NewPayment(p Payment) (onceq.Job, error) { j := Payments.Job(p); return j, j.Err }
-
 // paymentRateKey is the rate rule's key: account, currency and amount
 // (onceq hashes an account with spaces or braces into its own space).
 func paymentRateKey(p Payment) onceq.Key {

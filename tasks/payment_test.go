@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // fakeGateway charges once per key and answers a key it has seen with the
@@ -85,7 +86,7 @@ func TestNewPayment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			j, err := NewPayment(tt.payment)
+			j, err := testenv.Job(Payments.Job(tt.payment))
 			if tt.wantErr != "" {
 				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("NewPayment = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
@@ -115,17 +116,17 @@ func TestNewPayment(t *testing.T) {
 func TestPaymentKeys(t *testing.T) {
 	t.Parallel()
 	must := mustJob(t)
-	a := must(NewPayment(validPayment()))
+	a := must(testenv.Job(Payments.Job(validPayment())))
 	more := validPayment()
 	more.Amount = 501
-	b := must(NewPayment(more))
+	b := must(testenv.Job(Payments.Job(more)))
 	if a.Key != b.Key || a.Fingerprint == b.Fingerprint || a.Rules[0].Key == b.Rules[0].Key {
 		t.Errorf("same payment id, other amount: keys %v/%v fps equal=%v rates %v/%v; want one key, two fingerprints, two rate keys",
 			a.Key, b.Key, a.Fingerprint == b.Fingerprint, a.Rules[0].Key, b.Rules[0].Key)
 	}
 	again := validPayment()
 	again.PaymentID = "pay_2"
-	c := must(NewPayment(again))
+	c := must(testenv.Job(Payments.Job(again)))
 	if c.Key == a.Key || c.Rules[0].Key != a.Rules[0].Key {
 		t.Errorf("other payment id, same charge: keys %v/%v rates %v/%v; want two keys, one rate key", a.Key, c.Key, a.Rules[0].Key, c.Rules[0].Key)
 	}
@@ -133,7 +134,7 @@ func TestPaymentKeys(t *testing.T) {
 	spaced.Account = "ACME Corp"
 	other := validPayment()
 	other.Account = "ACME Inc"
-	if must(NewPayment(spaced)).Rules[0].Key == must(NewPayment(other)).Rules[0].Key {
+	if must(testenv.Job(Payments.Job(spaced))).Rules[0].Key == must(testenv.Job(Payments.Job(other))).Rules[0].Key {
 		t.Errorf("two hashed accounts share a rate key")
 	}
 }
@@ -142,7 +143,7 @@ func TestPaymentHandler(t *testing.T) {
 	t.Parallel()
 	gw := &fakeGateway{}
 	h := PaymentHandler{Gateway: gw}
-	job := mustJob(t)(NewPayment(validPayment()))
+	job := mustJob(t)(testenv.Job(Payments.Job(validPayment())))
 
 	first, err := h.process(context.Background(), job.Task)
 	if err != nil {

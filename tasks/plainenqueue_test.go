@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -72,7 +73,7 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 		// An account per payment: the rate rule is not this test's subject,
 		// and the first Producer job may be enqueued (its record was not yet
 		// done) and hold the rule.
-		j, err := tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: 500, Currency: "EUR"})
+		j, err := testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: 500, Currency: "EUR"}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -67,7 +68,7 @@ func TestWelcomeEmailTwice(t *testing.T) {
 	rdb := redistest.Client(t)
 	p, _, d := newProducer(t, rdb)
 	welcome := func() onceq.Job {
-		return mustJob(t)(tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hi Ada", TraceID: time.Now().String()}))
+		return mustJob(t)(testenv.Job(tasks.Emails.Job(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hi Ada", TraceID: time.Now().String()})))
 	}
 	first := enqueue(t, p, welcome(), onceq.Enqueued)
 	second := enqueue(t, p, welcome(), onceq.Duplicate)
@@ -91,7 +92,7 @@ func TestPaymentRules(t *testing.T) {
 	rdb := redistest.Client(t)
 	p, store, _ := newProducer(t, rdb)
 	pay := func(id string, amount int64) onceq.Job {
-		return mustJob(t)(tasks.NewPayment(tasks.Payment{PaymentID: id, Account: "acct-1", Amount: amount, Currency: "EUR"}))
+		return mustJob(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: id, Account: "acct-1", Amount: amount, Currency: "EUR"})))
 	}
 	j := pay("pmt-20260628-001", 4200)
 	enqueue(t, p, j, onceq.Enqueued)
@@ -119,7 +120,7 @@ func TestScanJobs(t *testing.T) {
 	t.Parallel()
 	p, _, _ := newProducer(t, redistest.Client(t))
 	scan := func(mode string) onceq.Job {
-		return mustJob(t)(tasks.NewScan(tasks.Scan{Path: "document.pdf", Mode: mode}))
+		return mustJob(t)(testenv.Job(tasks.Scans.Job(tasks.Scan{Path: "document.pdf", Mode: mode})))
 	}
 	enqueue(t, p, scan("malware"), onceq.Enqueued)
 	enqueue(t, p, scan("full"), onceq.Enqueued) // different content: both run
@@ -140,7 +141,7 @@ func TestFileScanWindow(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	p, _, _ := newProducer(t, rdb)
 	scan := func(path string) onceq.Job {
-		return mustJob(t)(tasks.NewScan(tasks.Scan{Path: path, FileID: "file-123"}))
+		return mustJob(t)(testenv.Job(tasks.Scans.Job(tasks.Scan{Path: path, FileID: "file-123"})))
 	}
 	first := enqueue(t, p, scan("a.pdf"), onceq.Enqueued)
 	inside := enqueue(t, p, scan("b.pdf"), onceq.Throttled)
@@ -165,7 +166,7 @@ func TestFailedEnqueueFreesWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	p, store, _ := newProducer(t, rdb)
-	j := mustJob(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-x", Account: "acct-2", Amount: 100, Currency: "USD"}))
+	j := mustJob(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-x", Account: "acct-2", Amount: 100, Currency: "USD"})))
 	// Make asynq's enqueue fail while the window reserve succeeds: a key of
 	// the wrong type where asynq pushes pending tasks.
 	if err := rdb.Set(context.Background(), "asynq:{critical}:pending", "x", 0).Err(); err != nil {
@@ -213,7 +214,7 @@ func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
 	p, _, _ := newProducer(t, rdb)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	for _, unique := range []time.Duration{tasks.DefaultUniqueWindow, 0} {
-		j := mustJob(t)(tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Hi", Body: unique.String()}))
+		j := mustJob(t)(testenv.Job(tasks.Emails.Job(tasks.Email{To: "ada@example.com", Subject: "Hi", Body: unique.String()})))
 		j.Unique = unique
 		o := enqueue(t, p, j, onceq.Enqueued)
 		info, err := insp.GetTaskInfo(j.Queue, o.TaskID)

@@ -11,12 +11,13 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
 func payment(t *testing.T, id, account string, amount int64) onceq.Job {
 	t.Helper()
-	return mustJob(t)(tasks.NewPayment(tasks.Payment{PaymentID: id, Account: account, Amount: amount, Currency: "EUR"}))
+	return mustJob(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: id, Account: account, Amount: amount, Currency: "EUR"})))
 }
 
 // A payment id reused with other content is a conflict, not a duplicate:

@@ -98,9 +98,6 @@ func scanHandler(d Deps) asynq.Handler {
 	return ScanHandler{Scanner: d.Scanner, Log: d.Log}
 }
 
-// NewScan validates s and returns its Job under the default windows.
-func NewScan(s Scan) (onceq.Job, error) { j := Scans.Job(s); return j, j.Err }
-
 // ScanHandler runs TypeScan tasks with Scanner.
 type ScanHandler struct {
 	Scanner *Scanner

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 func TestNewScan(t *testing.T) {
@@ -40,7 +41,7 @@ func TestNewScan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			j, err := NewScan(tt.scan)
+			j, err := testenv.Job(Scans.Job(tt.scan))
 			if tt.wantErr != "" {
 				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("NewScan = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
@@ -70,7 +71,7 @@ func TestNewScan(t *testing.T) {
 func TestScanKeys(t *testing.T) {
 	t.Parallel()
 	must := mustJob(t)
-	a := must(NewScan(Scan{Path: "a.bin", RequestID: "req-1"}))
+	a := must(testenv.Job(Scans.Job(Scan{Path: "a.bin", RequestID: "req-1"})))
 	tests := []struct {
 		name string
 		scan Scan
@@ -83,7 +84,7 @@ func TestScanKeys(t *testing.T) {
 		{"with file id", Scan{Path: "a.bin", FileID: "f1"}, false},
 	}
 	for _, tt := range tests {
-		b := must(NewScan(tt.scan))
+		b := must(testenv.Job(Scans.Job(tt.scan)))
 		if (a.Key == b.Key) != tt.same || (a.Fingerprint == b.Fingerprint) != tt.same {
 			t.Errorf("%s: key %v vs %v, same = %v, want %v", tt.name, a.Key, b.Key, a.Key == b.Key, tt.same)
 		}
@@ -101,11 +102,11 @@ func TestScanHandler(t *testing.T) {
 		wantVerdict string
 		skip        bool
 	}{
-		{"clean", must(NewScan(Scan{Path: "clean.txt"})).Task, VerdictClean, false},
-		{"eicar", must(NewScan(Scan{Path: "sub/eicar.com", Mode: ModeFull})).Task, VerdictInfected, false},
+		{"clean", must(testenv.Job(Scans.Job(Scan{Path: "clean.txt"}))).Task, VerdictClean, false},
+		{"eicar", must(testenv.Job(Scans.Job(Scan{Path: "sub/eicar.com", Mode: ModeFull}))).Task, VerdictInfected, false},
 		{"traversal past the constructor", asynq.NewTask(TypeScan, []byte(`{"path":"../outside.txt","mode":"malware"}`)), "", true},
-		{"symlink out of root", must(NewScan(Scan{Path: "escape"})).Task, "", true},
-		{"missing file", must(NewScan(Scan{Path: "nope.txt"})).Task, "", true},
+		{"symlink out of root", must(testenv.Job(Scans.Job(Scan{Path: "escape"}))).Task, "", true},
+		{"missing file", must(testenv.Job(Scans.Job(Scan{Path: "nope.txt"}))).Task, "", true},
 		{"unknown field", asynq.NewTask(TypeScan, []byte(`{"path":"clean.txt","mode":"malware","x":1}`)), "", true},
 		{"bad mode", asynq.NewTask(TypeScan, []byte(`{"path":"clean.txt","mode":"fast"}`)), "", true},
 	}
@@ -125,7 +126,7 @@ func TestScanHandler(t *testing.T) {
 			t.Errorf("%s: result %+v, want verdict %s by %s", tt.name, res, tt.wantVerdict, EngineOnceq)
 		}
 	}
-	if err := h.ProcessTask(context.Background(), must(NewScan(Scan{Path: "clean.txt"})).Task); err != nil {
+	if err := h.ProcessTask(context.Background(), must(testenv.Job(Scans.Job(Scan{Path: "clean.txt"}))).Task); err != nil {
 		t.Errorf("ProcessTask: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -18,7 +19,7 @@ func TestBatchCounts(t *testing.T) {
 	}
 	p := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
 	email := func(id string) onceq.Job {
-		j, err := tasks.NewEmail(tasks.Email{ID: id, To: "a@example.com", Subject: id, Body: "."})
+		j, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: id, To: "a@example.com", Subject: id, Body: "."}))
 		if err != nil {
 			t.Fatal(err)
 		}

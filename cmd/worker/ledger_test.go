@@ -34,8 +34,8 @@ func TestOrderThroughWorker(t *testing.T) {
 	cfg["ONCEQ_POSTGRES_URL"] = dbURL
 	w := startWorker(t, cfg)
 	e := newEnv(t, srv.Client(t))
-	j, _ := e.enqueued(t)(tasks.NewOrder(tasks.Order{OrderID: "ord-w-1", Customer: "c1",
-		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 2}}}))
+	j, _ := e.enqueued(t)(testenv.Job(tasks.Orders.Job(tasks.Order{OrderID: "ord-w-1", Customer: "c1",
+		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 2}}})))
 	e.waitState(t, j.Key, onceq.StatusDone)
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {

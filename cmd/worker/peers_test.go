@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -37,7 +38,7 @@ func stripeWorker(t *testing.T) (env, *peertest.StripePeer) {
 // send nothing.
 func TestStripePaymentOnce(t *testing.T) {
 	e, peer := stripeWorker(t)
-	j, _ := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-stripe-1", Account: "pm_card_visa", Amount: 1999, Currency: "EUR"}))
+	j, _ := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-stripe-1", Account: "pm_card_visa", Amount: 1999, Currency: "EUR"})))
 	rec := e.waitState(t, j.Key, onceq.StatusDone)
 	var c tasks.Charge
 	if err := json.Unmarshal(rec.Result, &c); err != nil || !strings.HasPrefix(c.ChargeID, "pi_") || c.Status == "" ||
@@ -75,7 +76,7 @@ func TestStripeRateLimitRetriedWithSameKey(t *testing.T) {
 	e, peer := stripeWorker(t)
 	peer.FailNext(429, `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests"}}`)
 	peer.FailNext(500, `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`)
-	j, _ := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-retry-1", Account: "pm_card_visa", Amount: 700, Currency: "GBP"}))
+	j, _ := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-retry-1", Account: "pm_card_visa", Amount: 700, Currency: "GBP"})))
 	rec := e.waitState(t, j.Key, onceq.StatusDone)
 	reqs := peer.Requests()
 	if rec.Attempts != 3 || len(reqs) != 3 || peer.Posts(intents, j.Key.String()) != 3 {
@@ -103,7 +104,7 @@ func TestGenericGatewayIDAnswerIsACharge(t *testing.T) {
 	cfg["ONCEQ_GATEWAY_URL"] = gw.URL
 	startWorker(t, cfg)
 
-	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-generic-1", Account: "acct-7", Amount: 100, Currency: "EUR"}))
+	j, o := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-generic-1", Account: "acct-7", Amount: 100, Currency: "EUR"})))
 	rec := e.waitState(t, j.Key, onceq.StatusDone)
 	e.waitTask(t, j.Queue, o.TaskID, asynq.TaskStateCompleted)
 	if rec.Attempts != 1 || posts.Load() != 1 || !strings.Contains(string(rec.Result), `"id":"ch_1"`) {
@@ -115,7 +116,7 @@ func TestGenericGatewayIDAnswerIsACharge(t *testing.T) {
 // and the record say why in Stripe's words.
 func TestStripeDeclineArchivedWithoutRetry(t *testing.T) {
 	e, peer := stripeWorker(t)
-	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-declined-1", Account: "pm_card_visa_chargeDeclined", Amount: 500, Currency: "USD"}))
+	j, o := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-declined-1", Account: "pm_card_visa_chargeDeclined", Amount: 500, Currency: "USD"})))
 	archived := e.waitTask(t, j.Queue, o.TaskID, asynq.TaskStateArchived)
 	if archived.Retried != 0 || !strings.Contains(archived.LastErr, "card_declined") || !strings.Contains(archived.LastErr, "generic_decline") {
 		t.Fatalf("archived task: retried %d, last error %q; want 0 retries and Stripe's codes", archived.Retried, archived.LastErr)
@@ -139,7 +140,7 @@ func TestEmailThroughSMTPOnce(t *testing.T) {
 	cfg["ONCEQ_SMTP_ADDR"] = mp.SMTPAddr
 	startWorker(t, cfg)
 
-	j, err := tasks.NewEmail(tasks.Email{ID: "welcome-42", To: "ada@example.com", Subject: "Welcome", Body: "Hello Ada"})
+	j, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: "welcome-42", To: "ada@example.com", Subject: "Welcome", Body: "Hello Ada"}))
 	if err != nil {
 		t.Fatal(err)
 	}

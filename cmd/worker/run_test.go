@@ -111,7 +111,7 @@ func newEnv(t *testing.T, rdb *redis.Client) env {
 }
 
 // enqueued enqueues the job a constructor built, failing t unless both
-// succeed and the job is enqueued: e.enqueued(t)(tasks.NewPayment(...)).
+// succeed and the job is enqueued: e.enqueued(t)(testenv.Job(tasks.Payments.Job(...))).
 func (e env) enqueued(t *testing.T) func(onceq.Job, error) (onceq.Job, onceq.Outcome) {
 	return func(j onceq.Job, err error) (onceq.Job, onceq.Outcome) {
 		t.Helper()
@@ -174,7 +174,7 @@ func TestSameEmailTwiceOneSend(t *testing.T) {
 	cfg := baseEnv(t, srv.Addr)
 	w := startWorker(t, cfg)
 
-	j, err := tasks.NewEmail(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hello"})
+	j, err := testenv.Job(tasks.Emails.Job(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hello"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 	cfg["ONCEQ_GATEWAY_URL"] = hs.URL
 	startWorker(t, cfg)
 
-	j, o := e.enqueued(t)(tasks.NewPayment(tasks.Payment{PaymentID: "pmt-20260628-001", Account: "acct-1", Amount: 4200, Currency: "EUR"}))
+	j, o := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-20260628-001", Account: "acct-1", Amount: 4200, Currency: "EUR"})))
 	rec := e.waitState(t, j.Key, onceq.StatusDone)
 	if rec.Attempts != 3 || gw.calls.Load() != 3 || gw.server.Charges(j.Key.String()) != 1 {
 		t.Fatalf("attempts %d, gateway calls %d, charges %d; want 3, 3, 1", rec.Attempts, gw.calls.Load(), gw.server.Charges(j.Key.String()))
@@ -264,7 +264,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 	ctx := context.Background()
 
 	p := tasks.Payment{PaymentID: "pmt-crash-1", Account: "acct-9", Amount: 990, Currency: "USD"}
-	j, err := tasks.NewPayment(p)
+	j, err := testenv.Job(tasks.Payments.Job(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestMismatchArchivedWithoutRetry(t *testing.T) {
 	cfg := baseEnv(t, srv.Addr)
 	startWorker(t, cfg)
 
-	j, err := tasks.NewEmail(tasks.Email{ID: "welcome-7", To: "bob@example.com", Subject: "Hi", Body: "one"})
+	j, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: "welcome-7", To: "bob@example.com", Subject: "Hi", Body: "one"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestMismatchArchivedWithoutRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(t, j.Key, onceq.StatusDone)
-	other, err := tasks.NewEmail(tasks.Email{ID: "welcome-7", To: "bob@example.com", Subject: "Hi", Body: "two"})
+	other, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: "welcome-7", To: "bob@example.com", Subject: "Hi", Body: "two"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 	cfg := baseEnv(t, srv.Addr)
 	w := startWorker(t, cfg)
 
-	j, _ := tasks.NewEmail(tasks.Email{To: "c@example.com", Subject: "S", Body: "B"})
+	j, _ := testenv.Job(tasks.Emails.Job(tasks.Email{To: "c@example.com", Subject: "S", Body: "B"}))
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
 	e := newEnv(t, rdb)
-	j, _ := tasks.NewEmail(tasks.Email{To: "d@example.com", Subject: "S", Body: "B"})
+	j, _ := testenv.Job(tasks.Emails.Job(tasks.Email{To: "d@example.com", Subject: "S", Body: "B"}))
 	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != onceq.Enqueued {
 		t.Fatalf("enqueue on embedded: %+v %v", o, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -130,7 +131,7 @@ func TestEmailHandlerOutboxDedups(t *testing.T) {
 	t.Parallel()
 	o := Mailer{Dir: t.TempDir()}
 	h := tasks.EmailHandler{Mailer: o}
-	job, err := tasks.NewEmail(tasks.Email{ID: "welcome-1", To: "bob@example.com", Subject: "Hi", Body: "hello"})
+	job, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: "welcome-1", To: "bob@example.com", Subject: "Hi", Body: "hello"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/peertest"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -174,7 +175,7 @@ func TestHandlerSendsIncarnationKey(t *testing.T) {
 	t.Parallel()
 	peer := peertest.NewStripePeer(t, peertest.StripeMock(t))
 	h := tasks.PaymentHandler{Gateway: newGateway(t, peer.URL)}
-	j, err := tasks.NewPayment(payment("pm_card_visa"))
+	j, err := testenv.Job(tasks.Payments.Job(payment("pm_card_visa")))
 	if err != nil {
 		t.Fatal(err)
 	}
