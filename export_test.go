@@ -3,6 +3,9 @@ package onceq
 import (
 	"bytes"
 	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Internals the external tests of this package exercise, under the names
@@ -93,3 +96,22 @@ func Hash(data []byte, volatile ...string) (string, error) {
 
 // Downstream is k's downstream key for incarnation n.
 func Downstream(k Key, n int) string { return k.downstream(n) }
+
+// BootOwner names this process, as the middleware's deliveries do.
+var BootOwner = bootOwner
+
+// RecoverTask runs the fast recoverer's step on the active task id of
+// queue if it finds it orphaned: "retried", "archived", or "" when it finds
+// it not orphaned or another step came first.
+func RecoverTask(ctx context.Context, rdb redis.UniversalClient, queue, id string) (string, error) {
+	os, err := findOrphans(ctx, rdb, queue)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range os {
+		if o.id == id {
+			return recoverOrphan(ctx, rdb, o, time.Hour)
+		}
+	}
+	return "", nil
+}

@@ -12,3 +12,8 @@ func recordKey(k Key) string { return keyPrefix + "{" + k.String() + "}:rec" }
 // windowKey is a time window or rate rule (a string holding the holder).
 // Owner: the engine; TTL: the window.
 func windowKey(k Key) string { return keyPrefix + "{" + k.String() + "}:win" }
+
+// liveKey is a worker process's liveness key, named by its boot owner: it
+// exists while the process runs. Owner: the Server, which refreshes it
+// every third of its TTL and deletes it last on shutdown.
+func liveKey(owner string) string { return keyPrefix + "{" + owner + "}:live" }

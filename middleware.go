@@ -52,6 +52,12 @@ type MiddlewareOptions struct {
 	// hash. Default: none.
 	Catalog *Catalog
 	types   map[string]typeOptions // tests; else from Catalog
+	// Liveness is how long a Server's liveness key lives unless refreshed,
+	// which it is every third of it. Once the key of a worker is gone (it
+	// was killed, or cut off from Redis that long), the other workers hand
+	// the tasks it held back to asynq at once instead of after asynq's
+	// lease and recoverer (about two minutes). Default: 3s; negative: off.
+	Liveness time.Duration
 
 	// Observer sees the middleware's own decisions (a payload that yields no
 	// key); the Store reports the rest. Default: none.
@@ -83,6 +89,9 @@ func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
 	}
 	if opts.Observer == nil {
 		opts.Observer = func(context.Context, Event) {}
+	}
+	if opts.Liveness == 0 {
+		opts.Liveness = 3 * time.Second
 	}
 	if opts.Lease < time.Millisecond || opts.Heartbeat <= 0 || opts.Heartbeat >= opts.Lease {
 		return nil, fmt.Errorf("onceq: heartbeat %v must be positive and below the lease %v", opts.Heartbeat, opts.Lease)
@@ -315,3 +324,6 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// errShutdown is the cause a handler cut off by shutdown is cancelled with.
+var errShutdown = errors.New("onceq: shutdown")

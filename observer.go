@@ -15,6 +15,7 @@ const (
 	opRelease  = storerule.OpRelease
 	opReserve  = storerule.OpReserve
 	opEnqueue  = "enqueue"
+	opRecover  = "recover"
 
 	outcomeClaimed    = storerule.OutcomeClaimed
 	outcomeDuplicate  = storerule.OutcomeDuplicate
@@ -30,19 +31,24 @@ const (
 	outcomeConflict   = "conflict"
 	outcomeBadPayload = "bad_payload"
 	outcomeError      = storerule.OutcomeError
+	// A dead worker's task handed back to asynq by the fast recoverer:
+	// its owner's liveness key was gone, or asynq's lease ran out with no
+	// claim held.
+	outcomeOrphaned     = "orphaned"
+	outcomeLeaseExpired = "lease_expired"
 )
 
 // Event is one deduplication decision, handed to the Observer.
 type Event struct {
-	// Op is the operation: claim, extend, complete, release, reserve or
-	// enqueue.
+	// Op is the operation: claim, extend, complete, release, reserve,
+	// enqueue or recover.
 	Op  string
 	Key Key
 	// Outcome is what it decided: claimed, duplicate, in_progress,
 	// mismatch (a done key claimed with other content), completed,
 	// released, extended, lease_lost, reserved, enqueued, throttled,
-	// conflict (a key enqueued again with other content), bad_payload or
-	// error.
+	// conflict (a key enqueued again with other content), bad_payload,
+	// orphaned or lease_expired (a dead worker's task recovered) or error.
 	Outcome string
 	Token   int64  // the hold's token, where there is one
 	Reason  string // why a job was stopped or delayed; the error for "error"

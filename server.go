@@ -3,6 +3,10 @@ package onceq
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -15,9 +19,19 @@ import (
 //	err = srv.Start(mux)
 //	...
 //	err = srv.Shutdown(ctx)
+//
+// On a RedisStore sharing rdb, outside Redis Cluster, a Server also keeps a
+// liveness key and recovers the tasks of workers whose key is gone
+// (MiddlewareOptions.Liveness).
 type Server struct {
-	srv *asynq.Server
-	mw  *Middleware
+	srv    *asynq.Server
+	mw     *Middleware
+	rdb    redis.UniversalClient
+	store  *RedisStore // nil: no fast recovery
+	queues []string
+	live   time.Duration
+	stop   chan struct{}
+	loops  sync.WaitGroup
 }
 
 // NewServer builds a Server on rdb (the caller owns and closes it) and
@@ -34,7 +48,16 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 	if err != nil {
 		return nil, err
 	}
-	return &Server{srv: asynq.NewServerFromRedisClient(rdb, ServerConfig(cfg)), mw: mw}, nil
+	s := &Server{srv: asynq.NewServerFromRedisClient(rdb, ServerConfig(cfg)), mw: mw, rdb: rdb,
+		live: mw.opts.Liveness, stop: make(chan struct{})}
+	if rs, ok := store.(*RedisStore); ok && rs.rdb == rdb && s.live > 0 {
+		s.store = rs
+	}
+	s.queues = slices.Sorted(maps.Keys(cfg.Queues))
+	if len(s.queues) == 0 {
+		s.queues = []string{"default"} // asynq's
+	}
+	return s, nil
 }
 
 // ServerConfig returns cfg with what the Middleware needs of an asynq
@@ -49,17 +72,119 @@ func ServerConfig(cfg asynq.Config) asynq.Config {
 }
 
 // Start runs h (usually an asynq.ServeMux) inside the middleware and
-// starts fetching tasks.
+// starts fetching tasks. The liveness key is written first; a write that
+// fails (Redis not there yet, a replica not acknowledging) is retried by
+// the refresh, and other workers wait out a whole TTL of absence anyway.
 func (s *Server) Start(h asynq.Handler) error {
+	if s.store != nil {
+		s.setLive()
+		s.loops.Go(s.refresh)
+		s.loops.Go(s.recoverLoop)
+	}
 	return s.srv.Start(s.mw.Wrap(h))
+}
+
+func (s *Server) setLive() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.live/3)
+	_ = s.rdb.Set(ctx, liveKey(bootOwner), "1", s.live).Err() // the next tick tries again
+	cancel()
 }
 
 // Shutdown stops fetching, waits up to cfg.ShutdownTimeout for handlers,
 // then releases the claims of those asynq cut off, so their next delivery
-// claims at once; ctx bounds the release.
+// claims at once; ctx bounds the release. The liveness key goes last, so a
+// drained worker never looks like a crashed one.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.srv.Shutdown()
-	return s.mw.Shutdown(ctx)
+	err := s.mw.Shutdown(ctx)
+	if s.store != nil {
+		close(s.stop)
+		s.loops.Wait()
+		err = errors.Join(err, s.rdb.Del(ctx, liveKey(bootOwner)).Err())
+	}
+	return err
 }
 
-var errShutdown = errors.New("onceq: shutdown")
+// refresh keeps this process's liveness key alive.
+func (s *Server) refresh() {
+	tick := time.NewTicker(s.live / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		s.setLive()
+	}
+}
+
+// recoverLoop hands back the tasks of dead workers, every third of the
+// liveness TTL. Every worker runs it; each step is atomic and does nothing
+// once another worker did it. An owner counts as dead only once its key
+// has been missing for a whole TTL: a failover to a replica that never got
+// the key, or one failed refresh, never looks like a crash.
+func (s *Server) recoverLoop() {
+	tick := time.NewTicker(s.live / 3)
+	defer tick.Stop()
+	gone := map[string]time.Time{} // owner -> first seen without its key
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		if err := s.recoverOnce(gone); errors.Is(err, errCrossSlot) {
+			s.mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeError,
+				Reason: err.Error() + ": asynq's own recoverer takes over (1-2 minutes)"})
+			return
+		}
+	}
+}
+
+func (s *Server) recoverOnce(gone map[string]time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.live)
+	defer cancel()
+	now, seen := time.Now(), map[string]bool{}
+	defer func() {
+		for owner := range gone {
+			if !seen[owner] {
+				delete(gone, owner)
+			}
+		}
+	}()
+	for _, q := range s.queues {
+		orphans, err := findOrphans(ctx, s.rdb, q)
+		if err != nil {
+			continue // Redis trouble: the next tick tries again
+		}
+		for _, o := range orphans {
+			if o.holder != "" {
+				seen[o.owner] = true
+				first, ok := gone[o.owner]
+				if !ok {
+					gone[o.owner] = now
+				}
+				if !ok || now.Sub(first) < s.live {
+					continue
+				}
+			}
+			how, err := recoverOrphan(ctx, s.rdb, o, s.store.opts.FailedTTL)
+			if err != nil {
+				if errors.Is(err, errCrossSlot) {
+					return err
+				}
+				continue
+			}
+			if how == "" {
+				continue // another worker was first, or the owner lives after all
+			}
+			cause, why := outcomeOrphaned, "worker "+o.owner+" is gone"
+			if o.holder == "" {
+				cause, why = outcomeLeaseExpired, "asynq's lease ran out with no claim held"
+			}
+			s.mw.opts.Observer(ctx, Event{Op: opRecover, Key: o.key, Outcome: cause, Reason: why + ": task " + how})
+		}
+	}
+	return nil
+}

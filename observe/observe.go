@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // rate() and alerts see a series before the first event.
 var sideOutcomes = map[string][]string{
 	"worker": {"claimed", "duplicate", "in_progress", "mismatch",
-		"completed", "released", "lease_lost", "bad_payload", "error"},
+		"completed", "released", "lease_lost", "bad_payload", "orphaned", "lease_expired", "error"},
 	"producer": {"enqueued", "duplicate", "throttled", "error"},
 }
 
@@ -98,7 +98,7 @@ func (m *Metrics) Observer(log *zap.Logger, side string) onceq.Observer {
 // decisions worth an info line, the rest are the hot path.
 func blocks(outcome string) bool {
 	switch outcome {
-	case "duplicate", "in_progress", "mismatch", "lease_lost", "throttled", "conflict", "bad_payload":
+	case "duplicate", "in_progress", "mismatch", "lease_lost", "throttled", "conflict", "bad_payload", "orphaned", "lease_expired":
 		return true
 	}
 	return false

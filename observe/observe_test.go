@@ -116,7 +116,7 @@ onceq_lease_lost_total{key_namespace="payment:charge"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "onceq_lease_lost_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(reg, "onceq_dedup_decisions_total"); n != 18 {
-		t.Fatalf("%d decision series, want 2 namespaces x 9 worker outcomes", n)
+	if n := testutil.CollectAndCount(reg, "onceq_dedup_decisions_total"); n != 22 {
+		t.Fatalf("%d decision series, want 2 namespaces x 11 worker outcomes (orphaned and lease_expired among them)", n)
 	}
 }

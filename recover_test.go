@@ -1,0 +1,197 @@
+package onceq
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+// The fast recoverer against asynq v0.26.0 itself: a task whose worker is
+// gone (its claim's owner has no liveness key) goes back to pending with
+// the attempt counted as asynq's recoverer counts it, its claim released
+// and the old holder fenced out; with its retries spent it is archived; a
+// live owner's task is left alone. asynq's Inspector reads the result, so
+// the edited task message is checked by asynq's own decoder.
+func TestFastRecovererContract(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	store, err := NewRedisStore(rdb, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := Define(Spec[struct {
+		ID string `json:"id"`
+	}]{Type: "recover:t", ID: func(p struct {
+		ID string `json:"id"`
+	}) string {
+		return p.ID
+	}})
+	p := NewProducer(rdb, store, ProducerOptions{})
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	t.Cleanup(func() { insp.Close() })
+
+	// A worker that claims and then hangs, as a killed one leaves its tasks.
+	mw, err := NewMiddleware(store, MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, hang := make(chan Run, 4), make(chan struct{})
+	srv := asynq.NewServerFromRedisClient(rdb, ServerConfig(asynq.Config{Concurrency: 4, LogLevel: asynq.FatalLevel,
+		TaskCheckInterval: 10 * time.Millisecond, ShutdownTimeout: time.Millisecond}))
+	if err := srv.Start(mw.Wrap(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		r, _ := RunFromContext(ctx)
+		started <- r
+		<-hang
+		return nil
+	}))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(hang); srv.Shutdown(); mw.Shutdown(ctx) })
+
+	retry := kinds.Job(struct {
+		ID string `json:"id"`
+	}{"r-1"})
+	retry.MaxRetry = 3
+	spent := kinds.Job(struct {
+		ID string `json:"id"`
+	}{"r-2"})
+	if _, err := p.Enqueue(ctx, retry); err != nil {
+		t.Fatal(err)
+	}
+	// No retries at all: the Producer's 0 is asynq's default, so plain asynq.
+	client := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { client.Close() })
+	if _, err := client.EnqueueContext(ctx, spent.Task, asynq.TaskID(spent.Key.TaskID()), asynq.MaxRetry(0)); err != nil {
+		t.Fatal(err)
+	}
+	runs := map[Key]Run{}
+	for range 2 {
+		select {
+		case r := <-started:
+			runs[r.Key] = r
+		case <-time.After(10 * time.Second):
+			t.Fatal("the hanging worker never started both tasks")
+		}
+	}
+
+	find := func() map[string]orphan {
+		t.Helper()
+		os, err := findOrphans(ctx, rdb, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]orphan{}
+		for _, o := range os {
+			m[o.id] = o
+		}
+		return m
+	}
+	// The owner lives while its liveness key does.
+	if err := rdb.Set(ctx, liveKey(bootOwner), "1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(); len(got) != 0 {
+		t.Fatalf("a live owner's tasks were found orphaned: %v", got)
+	}
+	// A step prepared while the owner was gone refuses once it is back.
+	if err := rdb.Del(ctx, liveKey(bootOwner)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	orphans := find()
+	if len(orphans) != 2 {
+		t.Fatalf("orphans %v, want both tasks", orphans)
+	}
+	rdb.Set(ctx, liveKey(bootOwner), "1", time.Minute)
+	if how, err := recoverOrphan(ctx, rdb, orphans[retry.Key.TaskID()], time.Hour); err != nil || how != "" {
+		t.Fatalf("recovering a live owner's task: %q %v, want nothing done", how, err)
+	}
+	rdb.Del(ctx, liveKey(bootOwner))
+
+	if how, err := recoverOrphan(ctx, rdb, orphans[retry.Key.TaskID()], time.Hour); err != nil || how != "retried" {
+		t.Fatalf("recover %s: %q %v, want retried", retry.Key, how, err)
+	}
+	if how, err := recoverOrphan(ctx, rdb, orphans[retry.Key.TaskID()], time.Hour); err != nil || how != "" {
+		t.Fatalf("recovering twice: %q %v, want nothing done", how, err)
+	}
+	if how, err := recoverOrphan(ctx, rdb, orphans[spent.Key.TaskID()], time.Hour); err != nil || how != "archived" {
+		t.Fatalf("recover %s: %q %v, want archived", spent.Key, how, err)
+	}
+	info, err := insp.GetTaskInfo("default", retry.Key.TaskID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != asynq.TaskStatePending && info.State != asynq.TaskStateActive || info.Retried != 1 || info.MaxRetry != 3 ||
+		!strings.Contains(info.LastErr, "is gone") || info.LastFailedAt.IsZero() {
+		t.Errorf("retried task: state %v retried %d/%d last error %q at %v; want pending, 1 of 3, the owner gone",
+			info.State, info.Retried, info.MaxRetry, info.LastErr, info.LastFailedAt)
+	}
+	info, err = insp.GetTaskInfo("default", spent.Key.TaskID())
+	if err != nil || info.State != asynq.TaskStateArchived || info.Retried != 0 || !strings.Contains(info.LastErr, "is gone") {
+		t.Errorf("spent task: %+v %v; want archived with the owner gone as its error", info, err)
+	}
+	// The claims are released, so the next delivery claims at once, and the
+	// hung holder is fenced out.
+	for _, j := range []Job{retry, spent} {
+		rec, err := store.Status(ctx, j.Key)
+		if err != nil || rec.State != StatusFailed {
+			t.Errorf("%s record: %+v %v, want failed", j.Key, rec, err)
+		}
+	}
+	old := runs[retry.Key]
+	c, err := store.Claim(ctx, retry.Key, old.Fingerprint, time.Minute, "")
+	if err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim after recovery: %+v %v, want acquired", c, err)
+	}
+	stale := Hold{Key: retry.Key, Token: c.Hold.Token - 1, Owner: bootOwner + "/" + retry.Key.TaskID()}
+	if err := store.Complete(ctx, stale, nil, 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("the hung holder's completion: %v, want ErrLeaseLost", err)
+	}
+}
+
+// failedAttempt edits only what asynq's Retry edits.
+func TestFailedAttemptKeepsOtherFields(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	c := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { c.Close() })
+	info, err := c.EnqueueContext(ctx, asynq.NewTaskWithHeaders("edit:t", []byte(`{"a":1}`), map[string]string{"h": "v"}),
+		asynq.TaskID("edit-1"), asynq.MaxRetry(2), asynq.Retention(time.Hour), asynq.Timeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := rdb.HGet(ctx, "asynq:{default}:t:edit-1", "msg").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1700000000, 0)
+	for i, want := range []struct {
+		retried int
+		spent   bool
+	}{{1, false}, {2, false}, {2, true}} {
+		next, spent, err := failedAttempt(msg, "boom "+string(rune('a'+i)), now)
+		if err != nil || spent != want.spent {
+			t.Fatalf("attempt %d: spent %v %v, want %v", i, spent, err, want.spent)
+		}
+		if err := rdb.HSet(ctx, "asynq:{default}:t:edit-1", "msg", next).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo("default", "edit-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Retried != want.retried || got.LastErr != "boom "+string(rune('a'+i)) || !got.LastFailedAt.Equal(now) ||
+			got.MaxRetry != 2 || got.Type != "edit:t" || string(got.Payload) != `{"a":1}` || got.Headers["h"] != "v" ||
+			got.Timeout != time.Minute || got.Retention != time.Hour || got.ID != info.ID {
+			t.Fatalf("attempt %d: %+v", i, got)
+		}
+		msg = next
+	}
+}
