@@ -60,6 +60,13 @@ type Worker struct {
 	// Default: warn.
 	MaxmemoryPolicy string `envconfig:"ONCEQ_MAXMEMORY_CHECK" default:"warn" desc:"when Redis maxmemory-policy is not noeviction: warn or refuse"`
 
+	// Liveness is how long the worker's liveness key lives unless refreshed
+	// (every third of it); other workers recover the tasks of a worker
+	// whose key has been gone that long. 0 turns it off: asynq's recoverer
+	// alone (1-2 minutes).
+	// Default: 3s.
+	Liveness time.Duration `envconfig:"ONCEQ_LIVENESS" default:"3s" desc:"liveness key TTL; other workers recover a gone worker's tasks after it (0s: off, asynq's recoverer alone)"`
+
 	// TaskLog logs one info line per finished task (type, key, outcome,
 	// attempt, duration); failures are logged at warn either way.
 	// Default: true.
@@ -83,6 +90,9 @@ func (w Worker) validate() error {
 	}
 	if w.ShutdownTimeout <= 0 {
 		return fmt.Errorf("config: ONCEQ_SHUTDOWN_TIMEOUT must be positive, got %s", w.ShutdownTimeout)
+	}
+	if w.Liveness != 0 && w.Liveness < 300*time.Millisecond {
+		return fmt.Errorf("config: ONCEQ_LIVENESS must be 0s (off) or at least 300ms, got %s", w.Liveness)
 	}
 	if w.Embedded != EmbeddedAuto && w.Embedded != EmbeddedNever {
 		return fmt.Errorf("config: ONCEQ_EMBEDDED must be %q or %q, got %q", EmbeddedAuto, EmbeddedNever, w.Embedded)

@@ -113,7 +113,8 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		RetryDelayFunc:           h.retryDelay,
 		Logger:                   observe.AsynqLogger{S: log.Named("asynq").Sugar()},
 		LogLevel:                 asynqLevel(cfg.Log.Level),
-	}, onceq.MiddlewareOptions{Lease: cfg.Lease, Catalog: catalog.Catalog, Observer: metrics.Observer(log, "worker")})
+	}, onceq.MiddlewareOptions{Lease: cfg.Lease, Liveness: liveness(cfg.Liveness),
+		Catalog: catalog.Catalog, Observer: metrics.Observer(log, "worker")})
 	if err != nil {
 		return err
 	}
@@ -161,4 +162,12 @@ func typeNames(c *tasks.Catalog) []string {
 		ts = append(ts, k.Type)
 	}
 	return ts
+}
+
+// liveness is ONCEQ_LIVENESS as the library spells it: 0 is off.
+func liveness(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
