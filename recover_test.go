@@ -195,3 +195,63 @@ func TestFailedAttemptKeepsOtherFields(t *testing.T) {
 		msg = next
 	}
 }
+
+// A Server recovers a task only once its owner's key has been missing for
+// a whole liveness TTL, so a key a failover or one failed refresh lost for
+// a moment never looks like a crash; a key that comes back resets it.
+func TestServerWaitsOutTheLivenessTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	srv, err := NewServer(rdb, nil, asynq.Config{}, MiddlewareOptions{Liveness: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An active task claimed by a delivery of this process, which keeps no
+	// liveness key (the Server is never started).
+	k, _ := NewKey("wait:t", "w-1")
+	client := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { client.Close() })
+	if _, err := client.EnqueueContext(ctx, asynq.NewTask("wait:t", nil), asynq.TaskID(k.TaskID())); err != nil {
+		t.Fatal(err)
+	}
+	started, hang := make(chan struct{}, 1), make(chan struct{})
+	worker := asynq.NewServerFromRedisClient(rdb, asynq.Config{LogLevel: asynq.FatalLevel, TaskCheckInterval: 10 * time.Millisecond,
+		ShutdownTimeout: time.Millisecond})
+	if err := worker.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { started <- struct{}{}; <-hang; return nil })); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(hang); worker.Shutdown() })
+	<-started
+	if c, err := srv.store.Claim(ctx, k, "fp", time.Hour, bootOwner+"/"+k.TaskID()); err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	state := func() Status {
+		t.Helper()
+		r, err := srv.store.Status(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State
+	}
+
+	gone, t0 := map[string]time.Time{}, time.Now()
+	for _, at := range []time.Duration{0, time.Minute - time.Millisecond} {
+		if err := srv.recoverOnce(gone, t0.Add(at)); err != nil || state() != StatusRunning {
+			t.Fatalf("%v after the key went: %v, record %s; want the claim left alone", at, err, state())
+		}
+	}
+	// The key comes back for one look: the clock starts again.
+	rdb.Set(ctx, liveKey(bootOwner), "1", time.Minute)
+	if err := srv.recoverOnce(gone, t0.Add(time.Minute)); err != nil || state() != StatusRunning {
+		t.Fatalf("with the key back: %v, record %s", err, state())
+	}
+	rdb.Del(ctx, liveKey(bootOwner))
+	t1 := t0.Add(2 * time.Minute)
+	if err := srv.recoverOnce(gone, t1); err != nil || state() != StatusRunning {
+		t.Fatalf("gone again: %v, record %s; want the claim left alone", err, state())
+	}
+	if err := srv.recoverOnce(gone, t1.Add(time.Minute)); err != nil || state() != StatusFailed {
+		t.Fatalf("a whole TTL gone: %v, record %s; want it released", err, state())
+	}
+}

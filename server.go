@@ -134,7 +134,7 @@ func (s *Server) recoverLoop() {
 			return
 		case <-tick.C:
 		}
-		if err := s.recoverOnce(gone); errors.Is(err, errCrossSlot) {
+		if err := s.recoverOnce(gone, time.Now()); errors.Is(err, errCrossSlot) {
 			s.mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeError,
 				Reason: err.Error() + ": asynq's own recoverer takes over (1-2 minutes)"})
 			return
@@ -142,10 +142,12 @@ func (s *Server) recoverLoop() {
 	}
 }
 
-func (s *Server) recoverOnce(gone map[string]time.Time) error {
+// recoverOnce is one look at every queue at time now; gone remembers since
+// when each owner's key has been missing.
+func (s *Server) recoverOnce(gone map[string]time.Time, now time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.live)
 	defer cancel()
-	now, seen := time.Now(), map[string]bool{}
+	seen := map[string]bool{}
 	defer func() {
 		for owner := range gone {
 			if !seen[owner] {
