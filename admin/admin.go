@@ -8,7 +8,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynqmon"
@@ -16,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/internal/httpauth"
 )
 
 // Options configures Routes.
@@ -96,7 +97,8 @@ type sharedClient struct{ c redis.UniversalClient }
 
 func (s sharedClient) MakeRedisClient() any { return s.c }
 
-// RequireToken accepts "Authorization: Bearer <token>", or HTTP Basic with the
+// RequireToken accepts "Authorization: Bearer <token>" (the scheme in any
+// case), or HTTP Basic with the
 // token as password so a browser can open the dashboard. Tokens are compared
 // in constant time. An empty token lets every request through.
 func RequireToken(token string, next http.Handler) http.Handler {
@@ -108,7 +110,7 @@ func RequireToken(token string, next http.Handler) http.Handler {
 		var got string
 		if _, pass, ok := r.BasicAuth(); ok {
 			got = pass
-		} else if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		} else if b, ok := httpauth.Bearer(r); ok {
 			got = b
 		}
 		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {

@@ -60,6 +60,7 @@ func TestRoutesAndAuth(t *testing.T) {
 		{"readiness reports redis down", "/readyz", nil, 503},
 		{"metrics without token", "/metrics", nil, 401},
 		{"metrics with bearer", "/metrics", map[string]string{"Authorization": "Bearer s3cret-token"}, 200},
+		{"metrics with bearer in lower case", "/metrics", map[string]string{"Authorization": "bearer s3cret-token"}, 200},
 		{"metrics with wrong bearer", "/metrics", map[string]string{"Authorization": "Bearer s3cret-tokeX"}, 401},
 		{"metrics with prefix of token", "/metrics", map[string]string{"Authorization": "Bearer s3cret"}, 401},
 		{"dashboard without token", "/monitoring/", nil, 401},

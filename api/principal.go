@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strings"
+
+	"github.com/onceq/onceq/internal/httpauth"
 )
 
 // Client is one API caller: the principal that owns its idempotency keys
@@ -85,9 +86,8 @@ func withPrincipal(r *http.Request, p string) *http.Request {
 // hashed first and every credential is compared, so neither a token's
 // length nor its position leaks through timing.
 func (s *server) authenticate(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	tok = strings.TrimLeft(tok, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+	tok, ok := httpauth.Bearer(r)
+	if !ok {
 		return "", false
 	}
 	sum := sha256.Sum256([]byte(tok))

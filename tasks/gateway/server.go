@@ -12,11 +12,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/httpauth"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -67,7 +67,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusMethodNotAllowed, "use POST")
 		return
 	}
-	if s.Token != "" && !bearerOK(r.Header.Get("Authorization"), s.Token) {
+	if s.Token != "" && !bearerOK(r, s.Token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="onceq-gateway"`)
 		writeProblem(w, http.StatusUnauthorized, "missing or wrong bearer token")
 		return
@@ -208,8 +208,8 @@ func (s *Server) Total() int {
 	return s.total
 }
 
-func bearerOK(header, token string) bool {
-	got, ok := strings.CutPrefix(header, "Bearer ")
+func bearerOK(r *http.Request, token string) bool {
+	got, ok := httpauth.Bearer(r)
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
