@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/oncetest"
 )
 
 func TestIncarnation(t *testing.T) {
@@ -60,8 +61,8 @@ func TestMiddlewareIncarnation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, redistest.Client(t), onceq.StoreOptions{})
-	rec := &recorder{}
-	m := newMiddleware(t, s, onceq.MiddlewareOptions{Observer: rec.observe})
+	rec := &oncetest.Recorder{}
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{Observer: rec.Observe})
 	type seen struct {
 		down string
 		n    int
@@ -97,7 +98,7 @@ func TestMiddlewareIncarnation(t *testing.T) {
 	if err := h.ProcessTask(ctx, bad); !errors.Is(err, onceq.ErrBadIncarnation) || !errors.Is(err, asynq.SkipRetry) {
 		t.Fatalf("garbled incarnation: %v, want ErrBadIncarnation and SkipRetry", err)
 	}
-	if len(got) != 0 || rec.count("bad_payload") != 1 {
+	if len(got) != 0 || rec.Count("bad_payload") != 1 {
 		t.Fatalf("garbled incarnation ran the handler or was not reported as a bad payload")
 	}
 	if _, ok := onceq.DownstreamKey(ctx); ok {

@@ -187,10 +187,10 @@ func TestMiddlewareRetakesLostClaim(t *testing.T) {
 	t.Cleanup(aq.Shutdown)
 	waitFor(t, func() bool { return e.n.Load() == 1 })
 	r, err := s.Status(context.Background(), onceq.Key{Namespace: "payment:charge", ID: "lost-1"})
-	if err != nil || r.State != onceq.StatusRunning && r.State != onceq.StatusDone || rec.count("error") != 1 {
-		t.Fatalf("after the retry: %+v %v, %d claim errors (want the one lost reply)", r, err, rec.count("error"))
+	if err != nil || r.State != onceq.StatusRunning && r.State != onceq.StatusDone || rec.Count("error") != 1 {
+		t.Fatalf("after the retry: %+v %v, %d claim errors (want the one lost reply)", r, err, rec.Count("error"))
 	}
-	if rec.count("in_progress") != 0 {
+	if rec.Count("in_progress") != 0 {
 		t.Fatal("the retry of the same task waited on its own lost claim")
 	}
 }

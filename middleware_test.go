@@ -59,8 +59,8 @@ func TestMiddlewareRunsOnce(t *testing.T) {
 	if e.n.Load() != 1 {
 		t.Fatalf("effect ran %d times, want 1", e.n.Load())
 	}
-	if rec.count("duplicate") != 2 {
-		t.Fatalf("%d duplicates observed, want 2", rec.count("duplicate"))
+	if rec.Count("duplicate") != 2 {
+		t.Fatalf("%d duplicates observed, want 2", rec.Count("duplicate"))
 	}
 	k, _, _ := onceq.Derive("email:send", first.Payload(), "", []string{"attempt"})
 	if r, _ := s.Status(ctx, k); r.State != onceq.StatusDone || string(r.Result) != `{"sent":true}` {
@@ -201,7 +201,7 @@ func TestMiddlewareHeartbeatAndLeaseLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	winner := mustClaim(t, s, k, "", time.Minute, onceq.Acquired)
-	waitFor(t, func() bool { return rec.count("lease_lost") > 0 })
+	waitFor(t, func() bool { return rec.Count("lease_lost") > 0 })
 	close(proceed)
 	if c := <-cause; !errors.Is(c, onceq.ErrLeaseLost) {
 		t.Fatalf("stale handler's context cause %v, want ErrLeaseLost", c)

@@ -3,7 +3,6 @@ package onceq_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,33 +13,10 @@ import (
 	"github.com/onceq/onceq/oncetest"
 )
 
-type recorder struct {
-	mu sync.Mutex
-	ds []onceq.Event
-}
-
-func (r *recorder) observe(_ context.Context, d onceq.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ds = append(r.ds, d)
-}
-
-func (r *recorder) count(o string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, d := range r.ds {
-		if d.Outcome == o {
-			n++
-		}
-	}
-	return n
-}
-
-func newStore(t *testing.T, rdb redis.UniversalClient, opts onceq.StoreOptions) (*onceq.RedisStore, *recorder) {
+func newStore(t *testing.T, rdb redis.UniversalClient, opts onceq.StoreOptions) (*onceq.RedisStore, *oncetest.Recorder) {
 	t.Helper()
-	rec := &recorder{}
-	opts.Observer = rec.observe
+	rec := &oncetest.Recorder{}
+	opts.Observer = rec.Observe
 	s, err := onceq.NewRedisStore(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +121,8 @@ func TestRedisDown(t *testing.T) {
 	if _, err := s.Status(ctx, k); err == nil {
 		t.Fatal("status with Redis down succeeded")
 	}
-	if rec.count("error") < 4 {
-		t.Fatalf("observer saw %d errors", rec.count("error"))
+	if rec.Count("error") < 4 {
+		t.Fatalf("observer saw %d errors", rec.Count("error"))
 	}
 	rdb.Close() // stop the pool redialling a dead server for the rest of the run
 }

@@ -2,7 +2,6 @@ package oncetest
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,7 +63,7 @@ type suite struct{ newStore NewStoreFunc }
 // fixture is one store of a subtest, with the events it reported.
 type fixture struct {
 	onceq.Store
-	rec *recorder
+	rec *Recorder
 	// grace is the FailedTTL: how long a running record outlives its lease.
 	grace time.Duration
 }
@@ -72,11 +71,11 @@ type fixture struct {
 // open returns a new store with opts, its events recorded.
 func (st suite) open(t *testing.T, opts onceq.StoreOptions) *fixture {
 	t.Helper()
-	f := &fixture{rec: &recorder{}, grace: opts.FailedTTL}
+	f := &fixture{rec: &Recorder{}, grace: opts.FailedTTL}
 	if f.grace == 0 {
 		f.grace = storerule.DefaultFailedTTL
 	}
-	opts.Observer = f.rec.observe
+	opts.Observer = f.rec.Observe
 	s, err := st.newStore(t, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -110,35 +109,6 @@ func (f *fixture) waitGone(t *testing.T, k onceq.Key) {
 		}
 		return r.State == onceq.StatusUnknown
 	})
-}
-
-type recorder struct {
-	mu sync.Mutex
-	ds []onceq.Event
-}
-
-func (r *recorder) observe(_ context.Context, d onceq.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ds = append(r.ds, d)
-}
-
-func (r *recorder) count(o string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, d := range r.ds {
-		if d.Outcome == o {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *recorder) events() []onceq.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]onceq.Event(nil), r.ds...)
 }
 
 func mustKey(t *testing.T, ns, id string) onceq.Key {

@@ -46,7 +46,7 @@ func testClaimLifecycle(t *testing.T, st suite) {
 	for o, want := range map[string]int{
 		"claimed": 1, "in_progress": 1, "completed": 1, "duplicate": 1,
 	} {
-		if got := rec.count(o); got != want {
+		if got := rec.Count(o); got != want {
 			t.Errorf("observer saw %d %s, want %d", got, o, want)
 		}
 	}
@@ -138,8 +138,8 @@ func testMismatch(t *testing.T, st suite) {
 		t.Fatalf("mismatch reports fingerprint %q, want fp-a", m.Fingerprint)
 	}
 	mustClaim(t, s, k, "", time.Minute, onceq.Duplicate) // no fingerprint: no check
-	if rec.count("mismatch") != 1 {
-		t.Fatalf("observer saw %d mismatches, want 1", rec.count("mismatch"))
+	if rec.Count("mismatch") != 1 {
+		t.Fatalf("observer saw %d mismatches, want 1", rec.Count("mismatch"))
 	}
 }
 
@@ -178,7 +178,7 @@ func testOtherFingerprintTakesOverFailedOrExpired(t *testing.T, st suite) {
 		mustClaim(t, s, k, "fp-b", time.Minute, onceq.Duplicate)
 		mustClaim(t, s, k, "fp-a", time.Minute, onceq.Conflict)
 	}
-	if n := rec.count("mismatch"); n != 2 {
+	if n := rec.Count("mismatch"); n != 2 {
 		t.Fatalf("observer saw %d mismatches, want 2 (one per done record)", n)
 	}
 }

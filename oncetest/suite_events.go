@@ -63,7 +63,7 @@ func testEvents(t *testing.T, st suite) {
 		{"reserve", "throttled", w, 0, true},
 		{"reserve", "reserved", w, 0, true}, // the holder again
 	}
-	got := s.rec.events()
+	got := s.rec.Events()
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d: %+v", len(got), len(want), got)
 	}
@@ -108,7 +108,7 @@ func testCancelledContext(t *testing.T, st suite) {
 	if err := s.Unreserve(ctx, k, "h"); !errors.Is(err, context.Canceled) {
 		t.Errorf("unreserve: %v", err)
 	}
-	if n := s.rec.count("error"); n != 5 {
+	if n := s.rec.Count("error"); n != 5 {
 		t.Errorf("%d error events, want 5 (claim, extend, complete, release, reserve)", n)
 	}
 	if r, _ := s.Status(context.Background(), k); r.State != onceq.StatusRunning || r.Token != c.Hold.Token {

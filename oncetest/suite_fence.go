@@ -41,8 +41,8 @@ func testStaleWorkerFencedOut(t *testing.T, st suite) {
 	if r.State != onceq.StatusDone || string(r.Result) != "fresh" {
 		t.Fatalf("newer holder's result must stand: %+v", r)
 	}
-	if rec.count("lease_lost") != 3 {
-		t.Fatalf("observer saw %d lease_lost, want 3", rec.count("lease_lost"))
+	if rec.Count("lease_lost") != 3 {
+		t.Fatalf("observer saw %d lease_lost, want 3", rec.Count("lease_lost"))
 	}
 }
 

@@ -46,8 +46,8 @@ func testReserveWindow(t *testing.T, st suite) {
 		t.Fatal("unreserve by the holder did not free the window")
 	}
 	// The holder asking again is not throttled by its own window.
-	if rec.count("throttled") != 2 || rec.count("reserved") != 4 {
-		t.Fatalf("observer: %d throttled, %d reserved", rec.count("throttled"), rec.count("reserved"))
+	if rec.Count("throttled") != 2 || rec.Count("reserved") != 4 {
+		t.Fatalf("observer: %d throttled, %d reserved", rec.Count("throttled"), rec.Count("reserved"))
 	}
 }
 
