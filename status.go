@@ -145,6 +145,13 @@ func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 		if t.err != nil {
 			return JobStatus{}, t.err
 		}
+		// The two reads ran side by side: a task seen done may have been
+		// recorded after the record was read, so read the record again.
+		if t.info != nil && t.info.State == asynq.TaskStateCompleted && rec.State != StatusDone {
+			if rec, err = p.store.Status(ctx, k); err != nil {
+				return JobStatus{}, err
+			}
+		}
 		return statusOf(k, rec, t.info), nil
 	case <-ctx.Done():
 		return JobStatus{}, ctx.Err()

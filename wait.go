@@ -16,10 +16,9 @@ func (p *Producer) Wait(ctx context.Context, j Job, timeout time.Duration) (JobS
 	defer cancel()
 	pause := 10 * time.Millisecond
 	for {
-		rec, err := p.store.Status(ctx, j.Key)
-		if err != nil && ctx.Err() == nil {
-			return JobStatus{}, err
-		}
+		// The task is read before the record: the middleware records
+		// completion before asynq marks the task done, so a task seen done
+		// has its result in the record read after it.
 		info, ierr := p.insp.GetTaskInfo(j.Queue, j.Key.TaskID())
 		if ierr != nil && !errors.Is(ierr, asynq.ErrTaskNotFound) && !errors.Is(ierr, asynq.ErrQueueNotFound) {
 			return JobStatus{}, ierr
@@ -27,19 +26,18 @@ func (p *Producer) Wait(ctx context.Context, j Job, timeout time.Duration) (JobS
 		if ierr != nil {
 			info = nil
 		}
+		rec, err := p.store.Status(ctx, j.Key)
+		if err != nil && ctx.Err() == nil {
+			return JobStatus{}, err
+		}
 		st := statusOf(j.Key, rec, info)
 		st.result = rec.Result
 		if len(st.result) == 0 && info != nil {
 			st.result = info.Result
 		}
-		// The record is read before the task: a task completed since the
-		// record was read has its result in the record by now.
-		settled := st.State != StatusDone || rec.State == StatusDone || rec.State == StatusUnknown
 		switch st.State {
 		case StatusDone, StatusFailed, StatusArchived:
-			if settled {
-				return st, nil
-			}
+			return st, nil
 		}
 		select {
 		case <-ctx.Done():
