@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/onceq/onceq/internal/otlptest"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -160,5 +162,32 @@ func startWorkerBinary(t *testing.T, vars map[string]string) func() {
 			stop()
 			t.Fatalf("worker not ready within 30s:\n%s", logs.String())
 		}
+	}
+}
+
+// The CLI's enqueues are spans too, their context on the task.
+func TestTraceFromCLI(t *testing.T) {
+	c := otlptest.Start(t)
+	for k, v := range c.Env() {
+		t.Setenv(k, v)
+	}
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	srv := redistest.Start(t)
+	t.Setenv("ONCEQ_REDIS_URL", "redis://"+srv.Addr)
+	if out, err := cli(t, "", "email", "--to", "ada@example.com", "--subject", "Hi", "--body", "."); err != nil {
+		t.Fatalf("email: %v\n%s", err, out)
+	}
+	// The command flushed its spans before it returned.
+	spans := c.Spans()
+	enq := find(spans, "onceq-producer", "SPAN_KIND_PRODUCER", "enqueued")
+	if enq == nil {
+		t.Fatalf("no enqueue span from the CLI:\n%s", otlptest.Describe(spans))
+	}
+	tasks, err := asynq.NewInspectorFromRedisClient(srv.Client(t)).ListPendingTasks("default")
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("pending: %v, %v", tasks, err)
+	}
+	if want := "00-" + enq.TraceID + "-" + enq.SpanID + "-01"; tasks[0].Headers["traceparent"] != want {
+		t.Errorf("the task carries traceparent %q, want %q", tasks[0].Headers["traceparent"], want)
 	}
 }
