@@ -62,6 +62,13 @@ type MiddlewareOptions struct {
 	// Observer sees the middleware's own decisions (a payload that yields no
 	// key); the Store reports the rest. Default: none.
 	Observer Observer
+	// Trace, when set, is called as each delivery starts, before the claim:
+	// the context it returns is the delivery's (claim, handler, completion),
+	// and end is called as the delivery ends, with its run (zero when the
+	// payload yields no key), the claim's decision ("" when none was made)
+	// and the error returned to asynq (for a panic, one naming its value;
+	// the panic goes on to asynq). Default: none.
+	Trace func(ctx context.Context, t *asynq.Task) (_ context.Context, end func(r Run, d Decision, err error))
 }
 
 // Middleware runs asynq handlers inside the idempotency record.
@@ -114,32 +121,57 @@ func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
 
 // Wrap is an asynq.MiddlewareFunc.
 func (m *Middleware) Wrap(next asynq.Handler) asynq.Handler {
-	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		topts := m.types[t.Type()]
-		r, err := runOf(ctx, t, topts)
-		if err != nil {
-			m.opts.Observer(ctx, Event{Op: opClaim, Key: Key{Namespace: t.Type()}, Outcome: outcomeBadPayload, Reason: err.Error()})
-			return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) (err error) {
+		if m.opts.Trace == nil {
+			return m.deliver(ctx, t, next, &delivery{})
 		}
-		k, fp := r.Key, r.Fingerprint
-		c, err := m.claim(ctx, k, fp)
-		if err != nil {
-			return err // Redis trouble: asynq retries
-		}
-		switch c.Outcome {
-		case Duplicate:
-			if w := t.ResultWriter(); w != nil && len(c.Result) > 0 {
-				_, _ = w.Write(c.Result) // for asynqmon only; the record holds the result
+		ctx, end := m.opts.Trace(ctx, t)
+		var d delivery
+		defer func() {
+			if v := recover(); v != nil {
+				end(d.run, d.decision, fmt.Errorf("panic: %v", v))
+				panic(v)
 			}
-			return nil
-		case InProgress:
-			return &inProgressError{Key: k, Until: c.LeaseUntil, Owner: c.Owner}
-		case Conflict:
-			return fmt.Errorf("%w: %q stored %s, task %s: %w", ErrConflict, k.String(), c.Fingerprint, fp, asynq.SkipRetry)
-		}
-		r.Attempt = c.Attempt
-		return m.run(withRun(ctx, r), c.Hold, t, topts, next)
+			end(d.run, d.decision, err)
+		}()
+		return m.deliver(ctx, t, next, &d)
 	})
+}
+
+// delivery is what deliver learnt of its run, for Trace.
+type delivery struct {
+	run      Run
+	decision Decision
+}
+
+func (m *Middleware) deliver(ctx context.Context, t *asynq.Task, next asynq.Handler, d *delivery) error {
+	topts := m.types[t.Type()]
+	r, err := runOf(ctx, t, topts)
+	if err != nil {
+		m.opts.Observer(ctx, Event{Op: opClaim, Key: Key{Namespace: t.Type()}, Outcome: outcomeBadPayload, Reason: err.Error()})
+		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+	}
+	d.run = r
+	k, fp := r.Key, r.Fingerprint
+	c, err := m.claim(ctx, k, fp)
+	if err != nil {
+		return err // Redis trouble: asynq retries
+	}
+	d.decision = c.Outcome
+	switch c.Outcome {
+	case Duplicate:
+		if w := t.ResultWriter(); w != nil && len(c.Result) > 0 {
+			_, _ = w.Write(c.Result) // for asynqmon only; the record holds the result
+		}
+		return nil
+	case InProgress:
+		return &inProgressError{Key: k, Until: c.LeaseUntil, Owner: c.Owner}
+	case Conflict:
+		return fmt.Errorf("%w: %q stored %s, task %s: %w", ErrConflict, k.String(), c.Fingerprint, fp, asynq.SkipRetry)
+	}
+	r.Attempt = c.Attempt
+	d.run = r
+	return m.run(withRun(ctx, r), c.Hold, t, topts, next)
 }
 
 // claim takes k for this delivery: the asynq task id plus the process's boot

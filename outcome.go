@@ -47,4 +47,6 @@ type Outcome struct {
 	// had not started (the replace or debounce policy), which never runs.
 	Replaced bool
 	Reason   string
+
+	met map[string]string // Duplicate, Conflict: the headers of the task met, for Trace
 }

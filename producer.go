@@ -20,6 +20,14 @@ type ProducerOptions struct {
 	// Observer sees every enqueue decision (enqueued, duplicate, conflict,
 	// throttled). Default: none.
 	Observer Observer
+	// Trace, when set, is called as each Enqueue of a valid job starts. The
+	// context it returns is the enqueue's, and the headers it returns go on
+	// the job's task (a W3C trace context, say), so the worker can continue
+	// the trace. end gets the outcome and, for a Duplicate or Conflict, the
+	// headers of the task the repeat met (nil when asynq holds none), which
+	// the Producer reads anyway: a span can link to the original job at no
+	// cost. Default: none.
+	Trace func(ctx context.Context, j Job) (_ context.Context, headers map[string]string, end func(o Outcome, met map[string]string, err error))
 }
 
 // Producer enqueues Jobs under their dedup policy. Safe for concurrent use.
@@ -87,6 +95,18 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	if j.Task == nil {
 		return Outcome{}, errors.New("onceq: enqueue: job has no task")
 	}
+	if p.opts.Trace == nil {
+		return p.enqueue(ctx, j, nil)
+	}
+	ctx, headers, end := p.opts.Trace(ctx, j)
+	out, err := p.enqueue(ctx, j, headers)
+	end(out, out.met, err)
+	out.met = nil
+	return out, err
+}
+
+// enqueue is Enqueue with extra task headers.
+func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string) (Outcome, error) {
 	holder := j.Key.String()
 	out := Outcome{Key: holder, Queue: j.Queue}
 	var taken []*Rule
@@ -117,7 +137,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 		next.delay, next.first = j.Repeat.Delay, time.Now().UnixMilli()
 	}
 	for try := 0; ; try++ {
-		info, err := p.insert(ctx, j, holder, next)
+		info, err := p.insert(ctx, j, holder, next, headers)
 		if err == nil {
 			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
 			out.Incarnation = next.incarnation
@@ -150,7 +170,7 @@ type insert struct {
 	first       int64 // debounce: the run's first acceptance, Unix ms
 }
 
-func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert) (*asynq.TaskInfo, error) {
+func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, extra map[string]string) (*asynq.TaskInfo, error) {
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
 	task := j.Task
 	if j.Unique > 0 {
@@ -163,8 +183,16 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert) 
 	if in.delay > 0 {
 		opts = append(opts, asynq.ProcessIn(in.delay))
 	}
-	if in.incarnation > 1 || in.first > 0 {
+	if in.incarnation > 1 || in.first > 0 || len(extra) > 0 {
 		h := maps.Clone(task.Headers())
+		if h == nil {
+			h = make(map[string]string, len(extra)+2)
+		}
+		for name, v := range extra {
+			if _, ok := h[name]; !ok { // the task's own headers win
+				h[name] = v
+			}
+		}
 		if in.incarnation > 1 {
 			h[headerIncarnation] = strconv.Itoa(in.incarnation)
 			if b, err := json.Marshal(in.failures); err == nil && len(in.failures) > 0 {
@@ -217,6 +245,7 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome, mayReplace 
 	stored := ""
 	if info != nil {
 		stored = info.Headers[headerFingerprint]
+		out.met = info.Headers
 	}
 	if stored == "" && rerr == nil {
 		stored = rec.Fingerprint

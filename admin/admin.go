@@ -75,7 +75,9 @@ func Routes(mux *http.ServeMux, o Options) {
 		w.Write([]byte("ready\n"))
 	})
 	if o.Gatherer != nil {
-		mux.Handle("GET /metrics", guard(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+		// OpenMetrics, to a scraper that asks for it, carries the handler
+		// histogram's exemplars (trace ids); plain text stays the default.
+		mux.Handle("GET /metrics", guard(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true})))
 	}
 	if o.Dashboard != nil {
 		mux.Handle("/monitoring/", frameDeny(sameOrigin(RequireToken(o.Token, o.Dashboard))))

@@ -111,7 +111,7 @@ func (m *Metrics) HandlerDuration(next asynq.Handler) asynq.Handler {
 		start := time.Now()
 		outcome := "panic"
 		defer func() {
-			m.handler.WithLabelValues(t.Type(), outcome).Observe(time.Since(start).Seconds())
+			observe(ctx, m.handler.WithLabelValues(t.Type(), outcome), time.Since(start).Seconds())
 		}()
 		err = next.ProcessTask(ctx, t)
 		outcome = runOutcome(err)

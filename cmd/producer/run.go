@@ -7,12 +7,14 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/observe/tracing"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -215,7 +217,18 @@ func connected(ctx context.Context, cfg config.Producer, f func(*onceq.Producer,
 		return err
 	}
 	defer closeLedger()
-	return f(onceq.NewProducer(rdb, st, onceq.ProducerOptions{}), rdb)
+	tr, err := tracing.New(ctx, tracing.Options{Service: "onceq-producer"})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The spans leave before the process does, or not at all: a
+		// collector that does not answer must not hold the command long.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tr.Shutdown(sctx)
+	}()
+	return f(onceq.NewProducer(rdb, st, onceq.ProducerOptions{Trace: tr.Enqueue()}), rdb)
 }
 
 func redisWhere(r config.Redis) string {

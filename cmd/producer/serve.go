@@ -87,7 +87,8 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		return err
 	}
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
-	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer")})
+	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer"),
+		Trace: d.Tracing.Enqueue()})
 	opts := api.Options{
 		Producer:          producer,
 		Catalog:           catalog,
@@ -127,7 +128,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	admin.Routes(mux, admin.Options{Guard: guard, Gatherer: d.Registry, Ready: d.Ready, Log: log})
 	// Every path but the admin routes is the API's, so that unknown paths
 	// are 404 problems too.
-	mux.Handle("/", handler)
+	mux.Handle("/", d.Tracing.Handler(handler, "api"))
 	// Probes answer from now on, while Redis is still awaited.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

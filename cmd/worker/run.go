@@ -80,7 +80,8 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	d.Registry.MustRegister(observe.NewQueueSizes(asynq.NewInspectorFromRedisClient(rdb), catalog.KeepFailed(),
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	d.Registry.MustRegister(observe.NewQueueSizes(insp, catalog.KeepFailed(),
 		slices.Sorted(maps.Keys(cfg.Queues))...))
 	metrics := d.Metrics
 	metrics.Zero("worker", typeNames(catalog))
@@ -91,8 +92,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer")})
-	deps, closeDeps, err := buildDeps(cfg, log, producer)
+	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer"),
+		Trace: d.Tracing.Enqueue()})
+	deps, closeDeps, err := buildDeps(cfg, log, producer, d.Tracing)
 	if err != nil {
 		return err
 	}
@@ -114,7 +116,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		Logger:                   observe.AsynqLogger{S: log.Named("asynq").Sugar()},
 		LogLevel:                 asynqLevel(cfg.Log.Level),
 	}, onceq.MiddlewareOptions{Lease: cfg.Lease, Liveness: liveness(cfg.Liveness),
-		Catalog: catalog.Catalog, Observer: metrics.Observer(log, "worker")})
+		Catalog: catalog.Catalog, Observer: metrics.Observer(log, "worker"), Trace: d.Tracing.Deliver(insp)})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/observe"
+	"github.com/onceq/onceq/observe/tracing"
 )
 
 // Options configures New.
@@ -44,6 +45,8 @@ type Daemon struct {
 	Redis    redis.UniversalClient
 	Registry *prometheus.Registry
 	Metrics  *observe.Metrics
+	// Tracing is nil (off) unless the OTEL_* variables ask for traces.
+	Tracing *tracing.Tracing
 	// Where is the Redis in use, without credentials.
 	Where string
 
@@ -73,6 +76,15 @@ func New(o Options) (*Daemon, error) {
 	}
 	d := &Daemon{log: o.Log, opts: o, Registry: prometheus.NewRegistry()}
 	d.setNotReady(errWaitingForRedis)
+	if d.Tracing, err = tracing.New(context.Background(), tracing.Options{Service: "onceq-" + o.Name, Log: o.Log}); err != nil {
+		return nil, err
+	}
+	if d.Tracing != nil {
+		// The first stop registered runs last: it flushes the spans of
+		// everything that stopped before it.
+		d.OnStop("tracing", d.Tracing.Shutdown)
+		o.Log.Info("tracing on: spans go over OTLP/HTTP as the OTEL_* variables say")
+	}
 	if !o.Redis.Configured() && o.Embedded && !answers(ro.Addrs[0]) {
 		mr, stopMR, err := startEmbedded(ro.Addrs[0])
 		if err != nil {

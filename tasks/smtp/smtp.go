@@ -16,6 +16,10 @@ import (
 	"time"
 
 	mail "github.com/wneessen/go-mail"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/tasks"
@@ -32,14 +36,18 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Timeout bounds one Send when ctx has no earlier deadline. Default: 1m.
 	Timeout time.Duration
+	// TracerProvider gets a client span per Send, a child of ctx's span.
+	// Default: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Mailer is the tasks.Mailer on an SMTP server. Safe for concurrent use:
 // each Send is its own connection.
 type Mailer struct {
-	o    Options
-	host string
-	port int
+	o      Options
+	host   string
+	port   int
+	tracer trace.Tracer
 }
 
 var _ tasks.Mailer = (*Mailer)(nil)
@@ -57,14 +65,26 @@ func New(o Options) (*Mailer, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Minute
 	}
-	return &Mailer{o: o, host: host, port: port}, nil
+	if o.TracerProvider == nil {
+		o.TracerProvider = noop.NewTracerProvider()
+	}
+	return &Mailer{o: o, host: host, port: port, tracer: o.TracerProvider.Tracer("github.com/onceq/onceq/tasks/smtp")}, nil
 }
 
 // Send delivers m. STARTTLS is used whenever the server offers it; with
 // credentials it is required unless the server is on loopback, so a password
 // never crosses a network in the clear. A 5xx answer to MAIL, RCPT or DATA
 // wraps tasks.ErrRejected: sending again cannot succeed.
-func (s *Mailer) Send(ctx context.Context, m tasks.Message) error {
+func (s *Mailer) Send(ctx context.Context, m tasks.Message) (err error) {
+	ctx, span := s.tracer.Start(ctx, "smtp send", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(semconv.ServerAddress(s.host), semconv.ServerPort(s.port)))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	msg, err := s.message(m)
 	if err != nil {
 		return err

@@ -13,6 +13,10 @@ import (
 	"testing"
 
 	gomail "github.com/wneessen/go-mail"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/peertest"
@@ -227,4 +231,52 @@ func TestNewChecksAddr(t *testing.T) {
 			t.Errorf("New(%q) succeeded", addr)
 		}
 	}
+}
+
+// Each Send is a client span under the caller's, failed when the server
+// refuses the message.
+func TestSendSpan(t *testing.T) {
+	t.Parallel()
+	ok := peertest.StartMailpit(t, peertest.MailpitOptions{})
+	reject := peertest.StartMailpit(t, peertest.MailpitOptions{Chaos: "Recipient:550:100"})
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "deliver")
+	if err := newMailer(t, Options{Addr: ok.SMTPAddr, TracerProvider: tp}).Send(ctx, testMessage("bob@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if err := newMailer(t, Options{Addr: reject.SMTPAddr, TracerProvider: tp}).Send(ctx, testMessage("bob@example.com")); err == nil {
+		t.Fatal("Send to a refusing server succeeded")
+	}
+	parent.End()
+	var sends []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "smtp send" {
+			sends = append(sends, s)
+		}
+	}
+	if len(sends) != 2 {
+		t.Fatalf("%d smtp spans, want 2", len(sends))
+	}
+	for i, s := range sends {
+		if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanKind() != trace.SpanKindClient {
+			t.Errorf("span %d is not a client span under the caller's", i)
+		}
+		if failed := s.Status().Code == codes.Error; failed != (i == 1) {
+			t.Errorf("span %d: status %v", i, s.Status())
+		}
+	}
+	host, _, _ := net.SplitHostPort(ok.SMTPAddr)
+	if got := attr(sends[0], "server.address"); got != host {
+		t.Errorf("server.address = %q, want %q", got, host)
+	}
+}
+
+func attr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
 }

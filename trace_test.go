@@ -1,0 +1,111 @@
+package onceq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+type traceKey struct{}
+
+type delivered struct {
+	header   string // the task's traceparent
+	run      onceq.Run
+	decision onceq.Decision
+	err      error
+}
+
+// The hooks a tracer hangs on: the Producer's headers travel on the task,
+// the delivery's context reaches the handler, end learns the run and the
+// decision, and a repeat's end gets the headers of the task it met.
+func TestTraceHooks(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	invoices := onceq.Define(onceq.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
+	catalog, err := onceq.NewCatalog(invoices.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliveries := make(chan delivered, 4)
+	srv, err := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog,
+		Trace: func(ctx context.Context, task *asynq.Task) (context.Context, func(onceq.Run, onceq.Decision, error)) {
+			d := delivered{header: task.Headers()["traceparent"]}
+			return context.WithValue(ctx, traceKey{}, "span"), func(r onceq.Run, dec onceq.Decision, err error) {
+				d.run, d.decision, d.err = r, dec, err
+				deliveries <- d
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(onceq.Handle(invoices, func(ctx context.Context, i Invoice) (string, error) {
+		if ctx.Value(traceKey{}) != "span" {
+			t.Error("the handler's context is not the one Trace returned")
+		}
+		return "sent", nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(ctx) })
+
+	type ended struct {
+		out onceq.Outcome
+		met map[string]string
+	}
+	enqueues := make(chan ended, 2)
+	parent := "00-first"
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{
+		Trace: func(ctx context.Context, j onceq.Job) (context.Context, map[string]string, func(onceq.Outcome, map[string]string, error)) {
+			return ctx, map[string]string{"traceparent": parent}, func(o onceq.Outcome, met map[string]string, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				enqueues <- ended{o, met}
+			}
+		}})
+	job := invoices.Job(Invoice{ID: "inv-1"})
+	if _, err := producer.Enqueue(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-enqueues; e.out.Decision != onceq.Enqueued || e.met != nil {
+		t.Fatalf("first enqueue ended with %s, met %v", e.out.Decision, e.met)
+	}
+	first := next(t, deliveries)
+	if first.header != "00-first" || first.decision != onceq.Acquired || first.run.Key != job.Key || first.run.Incarnation != 1 || first.err != nil {
+		t.Fatalf("first delivery: %+v", first)
+	}
+
+	parent = "00-repeat"
+	if _, err := producer.Enqueue(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-enqueues; e.out.Decision != onceq.Duplicate || e.met["traceparent"] != "00-first" {
+		t.Fatalf("repeat ended with %s, met %v; want a duplicate that met the first's headers", e.out.Decision, e.met)
+	}
+
+	// Plain asynq code enqueues the same invoice: the worker refuses it.
+	plain := asynq.NewTaskWithHeaders(invoices.Type, job.Task.Payload(), map[string]string{"traceparent": "00-plain"})
+	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(plain); err != nil {
+		t.Fatal(err)
+	}
+	dup := next(t, deliveries)
+	if dup.header != "00-plain" || dup.decision != onceq.Duplicate || dup.run.Key != job.Key {
+		t.Fatalf("plain repeat's delivery: %+v", dup)
+	}
+}
+
+func next(t *testing.T, c <-chan delivered) delivered {
+	t.Helper()
+	select {
+	case d := <-c:
+		return d
+	case <-time.After(30 * time.Second):
+		t.Fatal("no delivery ended within 30s")
+	}
+	return delivered{}
+}
