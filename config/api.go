@@ -19,6 +19,7 @@ type API struct {
 	Log
 	Dedup
 	Postgres
+	HTTPHosts
 
 	// Addr is the listen address; beyond loopback it requires Tokens.
 	// Default: 127.0.0.1:8081.
@@ -75,7 +76,7 @@ type API struct {
 func (a API) Loopback() bool { return loopback(a.Addr) }
 
 func (a API) validate() error {
-	for _, v := range []func() error{a.Redis.validate, a.Log.validate, a.Dedup.validate, a.Postgres.validate} {
+	for _, v := range []func() error{a.Redis.validate, a.Log.validate, a.Dedup.validate, a.Postgres.validate, a.HTTPHosts.validate} {
 		if err := v(); err != nil {
 			return err
 		}

@@ -135,7 +135,11 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	// admin.Serve bounds slow senders: headers within 5s, a whole request
 	// within 30s; the API bounds a webhook body that holds budget to 10s.
-	srv := admin.Serve(api.Listener(ln), api.Problems(mux))
+	root := http.Handler(mux)
+	if len(cfg.Tokens) == 0 { // config allows that on loopback only
+		root = admin.Local(mux, cfg.Hosts)
+	}
+	srv := admin.Serve(api.Listener(ln), api.Problems(root))
 	d.OnStop("http server", srv.Shutdown)
 	if err := d.WaitRedis(ctx); err != nil {
 		if ctx.Err() != nil {

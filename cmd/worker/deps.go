@@ -63,7 +63,7 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer) (tasks.De
 	case cfg.GatewayURL != "":
 		d.Gateway = &gateway.Client{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	default:
-		srv, err := admin.Listen("127.0.0.1:0", &gateway.Server{})
+		srv, err := admin.Listen("127.0.0.1:0", admin.Local(&gateway.Server{}, nil))
 		if err != nil {
 			return d, nil, fmt.Errorf("built-in gateway: %w", err)
 		}

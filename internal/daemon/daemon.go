@@ -131,11 +131,17 @@ func (d *Daemon) Ready(ctx context.Context) error {
 // Listen serves the admin routes (health, readiness, metrics, the dashboard
 // when given) and whatever the caller put on mux, on addr, from now on:
 // probes answer while Redis is still awaited. It stops last.
-func (d *Daemon) Listen(addr string, mux *http.ServeMux, token string, dashboard http.Handler) (*admin.Server, error) {
-	admin.Routes(mux, admin.Options{Token: token, Gatherer: d.Registry, Ready: d.Ready, Log: d.log, Dashboard: dashboard})
-	srv, err := admin.Listen(addr, mux)
+// Without a token (config allows that on loopback only) it answers only to
+// loopback Host names and cfg.Hosts.
+func (d *Daemon) Listen(cfg config.Admin, mux *http.ServeMux, dashboard http.Handler) (*admin.Server, error) {
+	admin.Routes(mux, admin.Options{Token: cfg.Token, Gatherer: d.Registry, Ready: d.Ready, Log: d.log, Dashboard: dashboard})
+	h := http.Handler(mux)
+	if cfg.Token == "" {
+		h = admin.Local(mux, cfg.Hosts)
+	}
+	srv, err := admin.Listen(cfg.Addr, h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: listen on %s: %w", d.opts.Name, addr, err)
+		return nil, fmt.Errorf("%s: listen on %s: %w", d.opts.Name, cfg.Addr, err)
 	}
 	d.OnStop("http server", srv.Shutdown)
 	return srv, nil

@@ -79,7 +79,7 @@ func TestWaitsForRedis(t *testing.T) {
 	srv.Stop()
 	d, logs := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}})
-	adm, err := d.Listen("127.0.0.1:0", http.NewServeMux(), "", nil)
+	adm, err := d.Listen(config.Admin{Addr: "127.0.0.1:0"}, http.NewServeMux(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
