@@ -7,8 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/dunglas/httpsfv"
 
 	"github.com/onceq/onceq"
 )
@@ -71,8 +71,12 @@ func invalid(err error) response {
 // maxKeyBytes bounds an Idempotency-Key header.
 const maxKeyBytes = 255 // the longest key id onceq takes as it is
 
-// idempotencyKey reads Idempotency-Key or X-Idempotency-Key. "" without
-// either. The draft's structured-field form (a quoted string) is accepted.
+// idempotencyKey reads Idempotency-Key or X-Idempotency-Key: "" without
+// either. The draft (§2.1) makes the value a Structured Field String (RFC
+// 8941 §3.3.3): quoted, with \" and \\ escaped, printable ASCII only;
+// parameters after it are ignored. As a documented leniency a bare value
+// of printable ASCII without space, quote, comma, semicolon or backslash
+// (a UUID as most clients send it) is taken as it is.
 func idempotencyKey(r *http.Request) (string, *response) {
 	bad := func(detail string) (string, *response) {
 		resp := problem(http.StatusBadRequest, probBadKey, detail)
@@ -87,9 +91,9 @@ func idempotencyKey(r *http.Request) (string, *response) {
 		if len(vs) == 0 {
 			continue
 		}
-		v := strings.TrimSpace(vs[0])
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-			v = v[1 : len(v)-1]
+		v, err := sfString(vs[0])
+		if err != nil {
+			return bad(name + " " + err.Error() + `; send a quoted string, e.g. Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
 		}
 		if key != "" && v != key {
 			return bad("Idempotency-Key and X-Idempotency-Key differ")
@@ -99,13 +103,29 @@ func idempotencyKey(r *http.Request) (string, *response) {
 		}
 		key = v
 	}
-	switch {
-	case len(key) > maxKeyBytes:
+	if len(key) > maxKeyBytes {
 		return bad(fmt.Sprintf("the key is longer than %d bytes", maxKeyBytes))
-	case !utf8.ValidString(key):
-		return bad("the key is not valid UTF-8")
-	case strings.ContainsFunc(key, unicode.IsControl):
-		return bad("the key contains control characters")
 	}
 	return key, nil
+}
+
+// sfString parses a header value holding one sf-string, parameters
+// allowed and ignored, or a bare value (see idempotencyKey).
+func sfString(v string) (string, error) {
+	item, err := httpsfv.UnmarshalItem([]string{v})
+	if err == nil {
+		switch x := item.Value.(type) {
+		case string:
+			return x, nil
+		case httpsfv.Token:
+			return string(x), nil
+		}
+	}
+	v = strings.Trim(v, " \t")
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c > '~' || strings.IndexByte(`",;\`, c) >= 0 {
+			return "", errors.New("is not a Structured Field String (RFC 8941 §3.3.3)")
+		}
+	}
+	return v, nil
 }
