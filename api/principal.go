@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/onceq/onceq/internal/httpauth"
 )
@@ -25,12 +26,23 @@ var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 // Anonymous is the principal of every request when no token is configured.
 const Anonymous = "anonymous"
 
+// Prefixes of the API's own principals: a client named with one would own
+// their keys and jobs (a "webhook-acme" client reading acme's webhooks).
+const (
+	derivedPrefix = "token-"
+	webhookPrefix = "webhook-"
+)
+
+func reserved(name string) bool {
+	return name == Anonymous || strings.HasPrefix(name, derivedPrefix) || strings.HasPrefix(name, webhookPrefix)
+}
+
 // DerivedPrincipal is the principal of a token configured without a name:
 // stable across restarts and token order, and no use to anyone who reads
 // it in a key or a log.
 func DerivedPrincipal(token string) string {
 	sum := sha256.Sum256([]byte("onceq principal\x00" + token))
-	return "token-" + hex.EncodeToString(sum[:6])
+	return derivedPrefix + hex.EncodeToString(sum[:6])
 }
 
 // clients merges Options.Tokens (bare, named by DerivedPrincipal) and
@@ -49,6 +61,9 @@ func (o Options) clients() ([]Client, error) {
 		}
 		if !principalName.MatchString(c.Name) {
 			return nil, fmt.Errorf("api: client name %q must match %s", c.Name, principalName)
+		}
+		if reserved(c.Name) {
+			return nil, fmt.Errorf("api: client name %q is reserved: %q, token-* and webhook-* are the API's own principals", c.Name, Anonymous)
 		}
 		cs = append(cs, c)
 	}
