@@ -18,6 +18,9 @@ import (
 type Client struct {
 	Name  string
 	Token string
+	// ReadAll: GET /v1/jobs answers this client for any job, enqueued by
+	// any client, the CLI, a batch file or library code (an operator).
+	ReadAll bool
 }
 
 // principalName is what a Client.Name may be: it becomes part of dedup ids.
@@ -78,41 +81,57 @@ func (o Options) clients() ([]Client, error) {
 }
 
 type credential struct {
-	name string
-	sum  [sha256.Size]byte
+	name    string
+	readAll bool
+	sum     [sha256.Size]byte
 }
 
 type principalKey struct{}
 
+type caller struct {
+	name    string
+	readAll bool
+}
+
 // principal is the caller that bearer authenticated, or the webhook source.
 func principal(ctx context.Context) string {
-	if p, ok := ctx.Value(principalKey{}).(string); ok {
-		return p
+	if c, ok := ctx.Value(principalKey{}).(caller); ok {
+		return c.name
 	}
 	return Anonymous
 }
 
+// readsAll reports whether the caller may read every job (Client.ReadAll).
+func readsAll(ctx context.Context) bool {
+	c, _ := ctx.Value(principalKey{}).(caller)
+	return c.readAll
+}
+
 func withPrincipal(r *http.Request, p string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	return withCaller(r, caller{name: p})
+}
+
+func withCaller(r *http.Request, c caller) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, c))
 }
 
 // authenticate finds the client of an "Authorization: Bearer <token>"
 // header; the scheme is case-insensitive (RFC 9110 §11.1). Both sides are
 // hashed first and every credential is compared, so neither a token's
 // length nor its position leaks through timing.
-func (s *server) authenticate(r *http.Request) (string, bool) {
+func (s *server) authenticate(r *http.Request) (caller, bool) {
 	tok, ok := httpauth.Bearer(r)
 	if !ok {
-		return "", false
+		return caller{}, false
 	}
 	sum := sha256.Sum256([]byte(tok))
-	name := ""
+	var who caller
 	for _, c := range s.creds {
 		if subtle.ConstantTimeCompare(sum[:], c.sum[:]) == 1 {
-			name = c.name
+			who = caller{name: c.name, readAll: c.readAll}
 		}
 	}
-	return name, name != ""
+	return who, who.name != ""
 }
 
 // bearer wants one of the clients' tokens and puts its principal in the
@@ -123,12 +142,12 @@ func (s *server) bearer(next http.Handler) http.Handler {
 			next.ServeHTTP(w, withPrincipal(r, Anonymous))
 			return
 		}
-		name, ok := s.authenticate(r)
+		who, ok := s.authenticate(r)
 		if !ok {
 			unauthorized(w, "send Authorization: Bearer <token>")
 			return
 		}
-		next.ServeHTTP(w, withPrincipal(r, name))
+		next.ServeHTTP(w, withCaller(r, who))
 	})
 }
 
@@ -153,7 +172,7 @@ func Authorizer(o Options) (func(http.Handler) http.Handler, error) {
 func credentials(cs []Client) []credential {
 	creds := make([]credential, 0, len(cs))
 	for _, c := range cs {
-		creds = append(creds, credential{name: c.Name, sum: sha256.Sum256([]byte(c.Token))})
+		creds = append(creds, credential{name: c.Name, readAll: c.ReadAll, sum: sha256.Sum256([]byte(c.Token))})
 	}
 	return creds
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/tasks"
 )
 
 const (
@@ -167,4 +168,30 @@ func TestReservedClientNames(t *testing.T) {
 			t.Errorf("client %q: %v, want refused as reserved", name, err)
 		}
 	}
+}
+
+// An operator's read-all token reads every job, a client's or one enqueued
+// by library code, CLI or batch; other clients still read only their own.
+func TestReadAllReadsEveryJob(t *testing.T) {
+	t.Parallel()
+	const opsToken = "ops-token-0123456789"
+	e := newEnv(t, func(o *api.Options) {
+		twoClients(o)
+		o.Clients = append(o.Clients, api.Client{Name: "ops", Token: opsToken, ReadAll: true})
+	})
+	a := accepted(t, e.do(req{path: emailPath, body: `{"to":"a@example.com","subject":"s","body":"b"}`, header: as(aliceToken, nil)}), http.StatusAccepted)
+	lib := tasks.Emails.Job(tasks.Email{ID: "from-code", To: "c@example.com", Subject: "s", Body: "b"})
+	if _, err := onceq.NewProducer(e.rdb, e.jobs, onceq.ProducerOptions{}).Enqueue(t.Context(), lib); err != nil {
+		t.Fatal(err)
+	}
+	get := func(tok, key string) reply {
+		return e.do(req{method: http.MethodGet, path: api.JobPath(key), header: as(tok, nil)})
+	}
+	for _, key := range []string{a.Key, lib.Key.String()} {
+		if r := get(opsToken, key); r.Status != http.StatusOK {
+			t.Errorf("ops reads %s: %d %s, want 200", key, r.Status, r.Body)
+		}
+		problem(t, get(bobToken, key), http.StatusNotFound)
+	}
+	problem(t, get(aliceToken, lib.Key.String()), http.StatusNotFound)
 }

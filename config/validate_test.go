@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -236,4 +237,21 @@ func TestWebhookSchemes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A named entry ending in :read-all is an operator's; the suffix is not
+// part of the token, and one client is read-all in every entry or none.
+func TestReadAllTokens(t *testing.T) {
+	setEnv(t, map[string]string{"ONCEQ_API_TOKENS": "ops:ops-token-0123456789:read-all,shop:shop-token-0123456789"})
+	a, err := LoadAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []APIClient{{Name: "ops", Token: "ops-token-0123456789", ReadAll: true}, {Name: "shop", Token: "shop-token-0123456789"}}
+	if got := a.Clients(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Clients() = %+v, want %+v", got, want)
+	}
+	setEnv(t, map[string]string{"ONCEQ_API_TOKENS": "ops:old-token-0123456789:read-all,ops:new-token-0123456789"})
+	_, err = LoadAPI()
+	wantErr(t, err, "read-all in one entry")
 }
