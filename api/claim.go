@@ -2,12 +2,15 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/storerule"
 )
 
 // A request that never ran must leave nothing behind, or every retry of
@@ -77,8 +80,17 @@ func (c *claims) orphaned(rec onceq.Record) bool {
 // claim is Store.Claim that first clears what a request that never ran
 // left behind: an orphaned running claim (see claims), or a failed record
 // (a 429 or 5xx whose clean-up did not reach Redis).
+//
+// The Redis client re-sends nothing (daemon.Options.NoRetries): a claim
+// whose reply was lost is retried here once, as the same delivery, so it
+// takes its own claim again at once instead of meeting it as another
+// request's.
 func (s *server) claim(ctx context.Context, k onceq.Key, fp string) (onceq.Claim, error) {
-	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, "")
+	delivery := newDelivery()
+	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, delivery)
+	if err != nil && ctx.Err() == nil {
+		c, err = s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, delivery)
+	}
 	if err != nil {
 		s.claims.doubt(k)
 		return c, err
@@ -102,7 +114,7 @@ func (s *server) claim(ctx context.Context, k onceq.Key, fp string) (onceq.Claim
 	if err := s.opts.Store.Forget(ctx, k); err != nil {
 		return onceq.Claim{}, err
 	}
-	c, err = s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, "")
+	c, err = s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, delivery)
 	if err != nil {
 		s.claims.doubt(k)
 		return c, err
@@ -111,6 +123,14 @@ func (s *server) claim(ctx context.Context, k onceq.Key, fp string) (onceq.Claim
 		s.claims.hold(c.Hold)
 	}
 	return c, nil
+}
+
+// newDelivery names one request's claim: this process start and a random
+// request id, unique and without '|'.
+func newDelivery() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return storerule.BootOwner + "/http-" + hex.EncodeToString(b[:])
 }
 
 // unclaim ends a request that stored nothing (a 429 or 5xx): the record is

@@ -96,8 +96,8 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	case onceq.InProgress:
 		s.decide(ctx, k, "in_progress", "a request with this key is in flight")
 		return problemOf(Problem{Type: ProblemType + probInFlight.slug, Title: probInFlight.title,
-			Status: http.StatusConflict, Key: key, RetryAfter: 1,
-			Detail: "the first request with this Idempotency-Key has not finished; retry shortly"})
+			Status: http.StatusConflict, Key: key, RetryAfter: seconds(time.Until(c.LeaseUntil)),
+			Detail: "the first request with this Idempotency-Key has not finished; retry after the given seconds, when its claim ends at the latest"})
 	case onceq.Conflict:
 		s.decide(ctx, k, "mismatch", "another request body under the same key")
 		return problemOf(Problem{Type: ProblemType + probMismatch.slug, Title: probMismatch.title,
@@ -111,7 +111,7 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 	// Record the outcome even when the request's own time ran out: the work is done.
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	defer cancel()
-	if resp.Status >= 200 && resp.Status < 300 {
+	if resp.Status >= 200 && resp.Status < 300 && !resp.foreign {
 		b, err := json.Marshal(resp)
 		if err == nil {
 			err = s.opts.Store.Complete(bg, c.Hold, b, 0)

@@ -214,8 +214,10 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 // client holds: nothing was enqueued, and nothing of that job is told, not
 // even whether this request's content matched it.
 func foreign(key string) response {
-	return jsonResponse(http.StatusOK, Accepted{Decision: onceq.Duplicate, Key: key,
+	resp := jsonResponse(http.StatusOK, Accepted{Decision: onceq.Duplicate, Key: key,
 		Reason: "this id is held by another client's job; nothing was enqueued"})
+	resp.foreign = true
+	return resp
 }
 
 // JobPath is where GET /v1/jobs answers for key ("namespace/id").

@@ -57,6 +57,11 @@ func TestKeysAreScopedToTheirClient(t *testing.T) {
 	if wrong.Status != r.Status || string(wrong.Body) != string(r.Body) || wrong.Header.Get("Content-Type") != r.Header.Get("Content-Type") {
 		t.Fatalf("right guess %d %s, wrong guess %d %s: want the same answer", r.Status, r.Body, wrong.Status, wrong.Body)
 	}
+	// Not stored for replay: had it been Alice's own request racing her
+	// job's owner record, her retry must be answered afresh.
+	if rec, err := e.replays.Status(t.Context(), api.ReplayKey("bob", "payments", "order-2")); err != nil || rec.State != onceq.StatusUnknown {
+		t.Fatalf("the foreign answer's replay record %+v %v, want none", rec, err)
+	}
 	// Alice's own wrong content is her mistake to hear about.
 	problem(t, e.do(req{path: paymentPath, body: paymentBody("pmt-alice", "acct-alice", 999), header: as(aliceToken, nil)}), http.StatusUnprocessableEntity)
 	// Alice's own retry without a key still sees her job.

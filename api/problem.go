@@ -62,6 +62,10 @@ type response struct {
 	// accepted is the job a fresh 202 or 200 is about, which the caller may
 	// read (Prefer: wait waits for it). Never stored: a replay has none.
 	accepted *Accepted `json:"-"`
+	// foreign marks the answer about another client's global key: never
+	// stored for replay, so that a request that came before its own job's
+	// owner record was written is answered afresh when retried.
+	foreign bool `json:"-"`
 }
 
 func (resp response) write(w http.ResponseWriter) {

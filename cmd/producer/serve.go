@@ -51,7 +51,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	defer log.Sync()
 
-	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log})
+	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log, NoRetries: true})
 	if err != nil {
 		return err
 	}

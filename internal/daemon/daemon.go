@@ -23,6 +23,10 @@ import (
 type Options struct {
 	// Name is the process's name in logs ("worker", "api").
 	Name string
+	// NoRetries: the client never re-sends a command whose reply did not
+	// come. A re-sent claim or enqueue looks to Redis like another caller's;
+	// the API retries itself, as the same delivery.
+	NoRetries bool
 	// Redis says which Redis to use; one rule for every daemon.
 	Redis config.Redis
 	// Embedded lets the daemon start an in-memory Redis when none is
@@ -84,6 +88,9 @@ func New(o Options) (*Daemon, error) {
 		d.OnStop("embedded redis", func(context.Context) error { stopMR(); return nil })
 		ro = &redis.UniversalOptions{Addrs: []string{mr.Addr()}}
 		o.Redis.MinReplicas = 0 // miniredis has no replicas
+	}
+	if o.NoRetries {
+		ro.MaxRetries = -1
 	}
 	if d.Redis, err = client(o.Redis, ro); err != nil {
 		return nil, err
