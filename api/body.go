@@ -8,9 +8,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/dunglas/httpsfv"
-
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/httpidem"
 )
 
 // readBody reads the whole body under the size limit. A problem response is
@@ -68,64 +67,13 @@ func invalid(err error) response {
 	return problem(http.StatusBadRequest, probInvalid, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "onceq: "), "tasks: "))
 }
 
-// maxKeyBytes bounds an Idempotency-Key header.
-const maxKeyBytes = 255 // the longest key id onceq takes as it is
-
-// idempotencyKey reads Idempotency-Key or X-Idempotency-Key: "" without
-// either. The draft (§2.1) makes the value a Structured Field String (RFC
-// 8941 §3.3.3): quoted, with \" and \\ escaped, printable ASCII only;
-// parameters after it are ignored. As a documented leniency a bare value
-// of printable ASCII without space, quote, comma, semicolon or backslash
-// (a UUID as most clients send it) is taken as it is.
+// idempotencyKey reads the request's Idempotency-Key (httpidem.Key): ""
+// without one, a 400 problem when it is malformed.
 func idempotencyKey(r *http.Request) (string, *response) {
-	bad := func(detail string) (string, *response) {
-		resp := problem(http.StatusBadRequest, probBadKey, detail)
+	key, err := httpidem.Key(r)
+	if err != nil {
+		resp := problem(http.StatusBadRequest, probBadKey, err.Error())
 		return "", &resp
 	}
-	var key string
-	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
-		vs := r.Header.Values(name)
-		if len(vs) > 1 {
-			return bad(name + " is given more than once")
-		}
-		if len(vs) == 0 {
-			continue
-		}
-		v, err := sfString(vs[0])
-		if err != nil {
-			return bad(name + " " + err.Error() + `; send a quoted string, e.g. Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
-		}
-		if key != "" && v != key {
-			return bad("Idempotency-Key and X-Idempotency-Key differ")
-		}
-		if v == "" {
-			return bad(name + " is empty")
-		}
-		key = v
-	}
-	if len(key) > maxKeyBytes {
-		return bad(fmt.Sprintf("the key is longer than %d bytes", maxKeyBytes))
-	}
 	return key, nil
-}
-
-// sfString parses a header value holding one sf-string, parameters
-// allowed and ignored, or a bare value (see idempotencyKey).
-func sfString(v string) (string, error) {
-	item, err := httpsfv.UnmarshalItem([]string{v})
-	if err == nil {
-		switch x := item.Value.(type) {
-		case string:
-			return x, nil
-		case httpsfv.Token:
-			return string(x), nil
-		}
-	}
-	v = strings.Trim(v, " \t")
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c <= ' ' || c > '~' || strings.IndexByte(`",;\`, c) >= 0 {
-			return "", errors.New("is not a Structured Field String (RFC 8941 §3.3.3)")
-		}
-	}
-	return v, nil
 }

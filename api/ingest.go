@@ -150,6 +150,20 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 		return unavailable(outcomeUnknown)
 	}
 	a := Accepted{Decision: out.Decision, Key: out.Key, TaskID: out.TaskID, Queue: out.Queue, State: out.State}
+	if out.Decision == onceq.Duplicate || out.Decision == onceq.Conflict {
+		// Another client's job (a global id: a payment's) gets one answer
+		// after the same owner read, a duplicate or a conflict alike:
+		// neither the status nor the time taken tells a right guess at its
+		// content from a wrong one.
+		mine, err := s.owns(ctx, j.Key, principal(ctx))
+		if err != nil {
+			s.opts.Log.Warn("api: reading the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
+			return unavailable(outcomeUnknown)
+		}
+		if !mine {
+			return foreign(out.Key)
+		}
+	}
 	var resp response
 	switch out.Decision {
 	case onceq.Enqueued:
@@ -167,29 +181,10 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 			}
 		}
 	case onceq.Duplicate:
-		mine, err := s.owns(ctx, j.Key, principal(ctx))
-		if err != nil {
-			s.opts.Log.Warn("api: reading the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
-			return unavailable(outcomeUnknown)
-		}
-		if !mine {
-			return foreign(out.Key)
-		}
 		a.Reason, a.Result = out.Reason, result(out.Result)
 		resp = jsonResponse(http.StatusOK, a)
 		resp.accepted = &a
 	case onceq.Conflict:
-		// Another client's global id (a payment id) gets the answer its
-		// duplicate gets, after the same owner read: neither the status nor
-		// the time taken tells a right guess at its content from a wrong one.
-		mine, err := s.owns(ctx, j.Key, principal(ctx))
-		if err != nil {
-			s.opts.Log.Warn("api: reading the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
-			return unavailable(outcomeUnknown)
-		}
-		if !mine {
-			return foreign(out.Key)
-		}
 		// The IETF Idempotency-Key draft answers a key reused with another
 		// payload 422; a business key reused with other content is the same
 		// mistake one level down. 409 stays "the first request is in flight".
@@ -216,7 +211,7 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 func foreign(key string) response {
 	resp := jsonResponse(http.StatusOK, Accepted{Decision: onceq.Duplicate, Key: key,
 		Reason: "this id is held by another client's job; nothing was enqueued"})
-	resp.foreign = true
+	resp.NoReplay = true
 	return resp
 }
 
