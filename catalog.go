@@ -30,6 +30,12 @@ type Spec[P any] struct {
 	// fill an empty ID. Without it the header never changes the job key: it
 	// only scopes HTTP replays.
 	SetID func(p *P, id string)
+	// Global: the business id names one thing whoever sends it (a payment
+	// id), so every caller shares its key. Otherwise a job built for a
+	// caller's scope (Catalog.Build's scope: an HTTP client) has its key,
+	// a content hash included, in that scope, where no other caller can
+	// reach or probe it. Default: false.
+	Global bool
 	// Fingerprint returns what the fingerprint covers when it is not the
 	// whole payload (volatile fields aside): one event whose data arrives in
 	// two shapes. Default: the payload.
@@ -70,11 +76,13 @@ type Kind struct {
 	Type, Queue, Route, KeyRule string
 	// HeaderKey: an Idempotency-Key fills an empty business id (Spec.SetID).
 	HeaderKey bool
+	// Global: the key is shared by every scope (Spec.Global).
+	Global bool
 	// WriteResult, KeepFailed and DoneTTL are the Spec's.
 	WriteResult, KeepFailed bool
 	DoneTTL                 time.Duration
 	volatile                []string
-	build                   func(payload []byte, explicit string) (Job, error)
+	build                   func(payload []byte, explicit, scope string) (Job, error)
 }
 
 // Typed builds Jobs of one Spec from Go values; its Kind goes into a Catalog.
@@ -109,14 +117,14 @@ func Define[P any](s Spec[P]) *Typed[P] {
 	}
 	t := &Typed[P]{spec: s}
 	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Route: s.Route, KeyRule: s.KeyRule,
-		HeaderKey: s.SetID != nil, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed,
+		HeaderKey: s.SetID != nil, Global: s.Global, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed,
 		volatile: volatileOf(zero), DoneTTL: s.DoneTTL,
-		build: func(payload []byte, explicit string) (Job, error) {
+		build: func(payload []byte, explicit, scope string) (Job, error) {
 			var p P
 			if err := Decode(payload, &p); err != nil {
 				return Job{}, fmt.Errorf("onceq: %s: %w", s.Type, err)
 			}
-			return t.job(p, explicit)
+			return t.job(p, explicit, scope)
 		}}
 	return t
 }
@@ -125,7 +133,7 @@ func Define[P any](s Spec[P]) *Typed[P] {
 // Job whose Err wraps ErrInvalid; Producer.Enqueue returns that error, so
 // producer.Enqueue(ctx, kind.Job(p)) is the whole enqueue.
 func (t *Typed[P]) Job(p P) Job {
-	j, err := t.job(p, "")
+	j, err := t.job(p, "", "")
 	if err != nil {
 		return Job{Key: Key{Namespace: t.Type}, Queue: t.Queue, Err: err}
 	}
@@ -133,8 +141,8 @@ func (t *Typed[P]) Job(p P) Job {
 }
 
 // job is Job with an explicit key, used where the Spec says HeaderKey and
-// the payload names no id.
-func (t *Typed[P]) job(p P, explicit string) (Job, error) {
+// the payload names no id, in scope ("" for none).
+func (t *Typed[P]) job(p P, explicit, scope string) (Job, error) {
 	s := t.spec
 	if s.Prepare != nil {
 		s.Prepare(&p)
@@ -153,7 +161,11 @@ func (t *Typed[P]) job(p P, explicit string) (Job, error) {
 	if s.Fingerprint != nil {
 		fpOf = s.Fingerprint(p)
 	}
-	j, err := newJob(s.Type, p, fpOf, id, s.Queue)
+	keyScope := scope
+	if s.Global {
+		keyScope = ""
+	}
+	j, err := newJob(s.Type, p, fpOf, id, s.Queue, keyScope)
 	if err != nil {
 		return Job{}, err
 	}
@@ -167,7 +179,11 @@ func (t *Typed[P]) job(p P, explicit string) (Job, error) {
 			return Job{}, err
 		}
 		for _, r := range rules {
-			id, err := callerID(r.Key.Namespace, r.Key.ID)
+			id := r.Key.ID
+			if scope != "" && !r.Global {
+				id = scope + ":" + id
+			}
+			id, err := callerID(r.Key.Namespace, id)
 			if err == nil {
 				r.Key, err = NewKey(r.Key.Namespace, id)
 			}
@@ -231,12 +247,17 @@ func (c *Catalog) lookup(typ string) (*Kind, bool) {
 // Build turns a JSON payload of type typ into its Job: strict decoding,
 // validation, key rule, windows. explicit is an Idempotency-Key (an HTTP
 // header, a batch file's idempotency_key); the Spec says what it does.
-func (c *Catalog) Build(typ string, payload []byte, explicit string) (Job, error) {
+// scope, when not "", is the caller's (an HTTP client's name, which holds
+// no ':'): the key and rules of a type that is not Global live in it.
+func (c *Catalog) Build(typ string, payload []byte, explicit, scope string) (Job, error) {
 	k, ok := c.lookup(typ)
 	if !ok {
 		return Job{}, fmt.Errorf("onceq: %w: unknown task type %q (known: %s)", ErrInvalid, typ, strings.Join(c.types(), ", "))
 	}
-	return k.build(payload, explicit)
+	if strings.Contains(scope, ":") {
+		return Job{}, fmt.Errorf("onceq: %w: scope %q holds a ':'", ErrInvalid, scope)
+	}
+	return k.build(payload, explicit, scope)
 }
 
 func (c *Catalog) types() []string {
@@ -268,7 +289,7 @@ func (c *Catalog) typeOptions() map[string]typeOptions {
 func (k *Kind) options() typeOptions {
 	return typeOptions{Volatile: k.volatile, WriteResult: k.WriteResult, DoneTTL: k.DoneTTL,
 		Key: func(payload []byte) (Key, string, error) {
-			j, err := k.build(payload, "")
+			j, err := k.build(payload, "", "")
 			if err != nil {
 				return Key{}, "", err
 			}

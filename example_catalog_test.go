@@ -41,7 +41,7 @@ func ExampleCatalog_Build() {
 		`{"to":"ada@example.com","text":"Standup at 10","trace_id":"t-1"}`,
 		`{ "text": "Standup at 10", "to": "ada@example.com", "trace_id": "t-2" }`,
 	} {
-		job, err := catalog.Build("reminder:send", []byte(body), "")
+		job, err := catalog.Build("reminder:send", []byte(body), "", "")
 		if err != nil {
 			panic(err)
 		}
@@ -51,7 +51,7 @@ func ExampleCatalog_Build() {
 		}
 		fmt.Println(out.Decision, out.Key)
 	}
-	_, err := catalog.Build("reminder:send", []byte(`{"to":"ada@example.com","txt":"typo"}`), "")
+	_, err := catalog.Build("reminder:send", []byte(`{"to":"ada@example.com","txt":"typo"}`), "", "")
 	fmt.Println(errors.Is(err, onceq.ErrMalformed))
 	// Output:
 	// enqueued reminder:send/~edab2ec2862f94cd49e7c6fd5c7526cdcfbebf08cefd3e0d554ba83d2009ff62

@@ -20,6 +20,9 @@ type Rule struct {
 	// identical scan within the scan window). Otherwise it falls through to
 	// the job's own key: duplicate or conflict.
 	Repeats bool
+	// Global: the rule binds every caller, not just the scope the job was
+	// built for (Catalog.Build). Default: false, a caller's rules are its own.
+	Global bool
 }
 
 // Job is a task ready for the Producer: the asynq task with its idempotency

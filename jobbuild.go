@@ -23,7 +23,7 @@ var ErrMalformed = fmt.Errorf("%w: malformed JSON", ErrInvalid)
 // newJob marshals payload and builds its Job with the key and fingerprint
 // derive gives it; the fingerprint is fpOf's instead when fpOf is
 // not nil.
-func newJob(typ string, payload, fpOf any, explicit, queue string) (Job, error) {
+func newJob(typ string, payload, fpOf any, explicit, queue, scope string) (Job, error) {
 	b, err := marshal(payload)
 	if err != nil {
 		return Job{}, fmt.Errorf("onceq: new %s: %w: %v", typ, ErrInvalid, err)
@@ -38,6 +38,16 @@ func newJob(typ string, payload, fpOf any, explicit, queue string) (Job, error) 
 			return Job{}, fmt.Errorf("onceq: new %s: %w: %v", typ, ErrInvalid, err)
 		}
 		if _, fp, err = derive(typ, pb, key.ID, nil); err != nil {
+			return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
+		}
+	}
+	if scope != "" {
+		// The scope holds no ':', so no id of one scope is another's.
+		id, err := callerID(typ, scope+":"+key.ID)
+		if err == nil {
+			key, err = NewKey(typ, id)
+		}
+		if err != nil {
 			return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
 		}
 	}

@@ -25,22 +25,24 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 }
 
 // Serve serves h on ln in the background (a listener wrapped, e.g. by
-// api.Listener).
+// api.Listener). A request with both Content-Length and Transfer-Encoding
+// is refused (see framedConn).
 func Serve(ln net.Listener, h http.Handler) *Server {
 	s := &Server{
 		srv: &http.Server{
-			Handler:           h,
+			Handler:           framing(h),
+			ConnContext:       withConn,
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      60 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    64 << 10,
 		},
-		ln:   ln,
+		ln:   framedListener{ln},
 		done: make(chan error, 1),
 	}
 	go func() {
-		err := s.srv.Serve(ln)
+		err := s.srv.Serve(s.ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/httpidem"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -200,8 +201,7 @@ type server struct {
 	sources map[string]sourceVerifier
 	budget  *budget
 	creds   []credential
-	claims  *claims
-	replays *replayCache
+	guard   *httpidem.Guard
 }
 
 // New returns the API's handler for the whole server: routes under /v1/,
@@ -220,7 +220,14 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, sources: sources, creds: credentials(cs), claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL),
+	guard, err := httpidem.New(o.Store, httpidem.Options{Lease: o.Lease, Timeout: o.Timeout, ReplayCacheTTL: o.ReplayCacheTTL,
+		Observer: o.Observer, OnError: func(_ context.Context, msg string, k onceq.Key, err error) {
+			o.Log.Warn("api: "+msg, zap.String("key", k.String()), zap.Error(err))
+		}})
+	if err != nil {
+		return nil, err
+	}
+	s := &server{opts: o, sources: sources, creds: credentials(cs), guard: guard,
 		budget: &budget{sem: semaphore.NewWeighted(o.WebhookBodyBudget), wait: o.WebhookBudgetWait, bodyTimeout: o.WebhookBodyTimeout}}
 	mux := http.NewServeMux()
 	for _, k := range o.Catalog.Kinds() {

@@ -7,10 +7,9 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/httpidem"
 )
 
 // readBody reads the whole body under the size limit. A problem response is
@@ -68,44 +67,13 @@ func invalid(err error) response {
 	return problem(http.StatusBadRequest, probInvalid, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "onceq: "), "tasks: "))
 }
 
-// maxKeyBytes bounds an Idempotency-Key header.
-const maxKeyBytes = 255 // the longest key id onceq takes as it is
-
-// idempotencyKey reads Idempotency-Key or X-Idempotency-Key. "" without
-// either. The draft's structured-field form (a quoted string) is accepted.
+// idempotencyKey reads the request's Idempotency-Key (httpidem.Key): ""
+// without one, a 400 problem when it is malformed.
 func idempotencyKey(r *http.Request) (string, *response) {
-	bad := func(detail string) (string, *response) {
-		resp := problem(http.StatusBadRequest, probBadKey, detail)
+	key, err := httpidem.Key(r)
+	if err != nil {
+		resp := problem(http.StatusBadRequest, probBadKey, err.Error())
 		return "", &resp
-	}
-	var key string
-	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
-		vs := r.Header.Values(name)
-		if len(vs) > 1 {
-			return bad(name + " is given more than once")
-		}
-		if len(vs) == 0 {
-			continue
-		}
-		v := strings.TrimSpace(vs[0])
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-			v = v[1 : len(v)-1]
-		}
-		if key != "" && v != key {
-			return bad("Idempotency-Key and X-Idempotency-Key differ")
-		}
-		if v == "" {
-			return bad(name + " is empty")
-		}
-		key = v
-	}
-	switch {
-	case len(key) > maxKeyBytes:
-		return bad(fmt.Sprintf("the key is longer than %d bytes", maxKeyBytes))
-	case !utf8.ValidString(key):
-		return bad("the key is not valid UTF-8")
-	case strings.ContainsFunc(key, unicode.IsControl):
-		return bad("the key contains control characters")
 	}
 	return key, nil
 }

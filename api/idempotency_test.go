@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -80,8 +81,9 @@ func TestInFlightIs409(t *testing.T) {
 	}
 	r := e.post(paymentPath, paymentBody("pmt-slow", "acct-1", 100), "slow-1")
 	p := problem(t, r, http.StatusConflict)
-	if p.Key != "slow-1" || r.Header.Get("Retry-After") == "" {
-		t.Fatalf("409 %+v, Retry-After %q", p, r.Header.Get("Retry-After"))
+	// The wait is what is left of the other request's minute-long claim.
+	if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); p.Key != "slow-1" || ra < 50 || ra > 60 || p.RetryAfter != ra {
+		t.Fatalf("409 %+v, Retry-After %q; want the claim's remaining 50..60 s", p, r.Header.Get("Retry-After"))
 	}
 	if n := e.tasks(); n != 0 {
 		t.Fatalf("%d tasks, want 0", n)
@@ -165,19 +167,29 @@ func TestThrottledIsNotReplayed(t *testing.T) {
 	accepted(t, e.post(paymentPath, paymentBody("pmt-t3", "acct-t3", 300), "retry-me"), http.StatusAccepted)
 }
 
-// Odd keys (spaces, braces, long, quoted) are usable: hashed, not refused.
+// Odd keys (spaces, braces, long, escaped) are usable: hashed, not refused.
+// A key is the decoded sf-string: its escapes and parameters do not make
+// another key.
 func TestOddKeys(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for i, key := range []string{"has space", "{brace}", strings.Repeat("é", 120), `"quoted-sf-string"`} {
+	for i, keys := range [][]string{
+		{`"has space"`, `"has space";v=1`, ` "has space" `},
+		{`"{brace}"`, `"{brace}";a;b="x;y"`},
+		{`"` + strings.Repeat("x", 200) + `"`},
+		{`"a\"b\\c"`, `"a\"b\\c";n=2`},
+		{`8e03978e-40d5-43e8-bc93-6894a57f9324`, `"8e03978e-40d5-43e8-bc93-6894a57f9324"`}, // bare: the leniency
+	} {
 		body := fmt.Sprintf(`{"to":"a@example.com","subject":"s%d","body":"b"}`, i)
-		first := accepted(t, e.post(emailPath, body, key), http.StatusAccepted)
+		first := accepted(t, e.post(emailPath, body, keys[0]), http.StatusAccepted)
 		if strings.ContainsAny(first.Key, " {}") {
-			t.Errorf("key %q leaked into job key %q", key, first.Key)
+			t.Errorf("key %q leaked into job key %q", keys[0], first.Key)
 		}
-		r := e.post(emailPath, body, key)
-		if r.Header.Get(api.ReplayedHeader) != "true" {
-			t.Errorf("key %q: retry not replayed: %d %s", key, r.Status, r.Body)
+		for _, key := range keys {
+			r := e.post(emailPath, body, key)
+			if r.Header.Get(api.ReplayedHeader) != "true" {
+				t.Errorf("key %q (as %q): retry not replayed: %d %s", keys[0], key, r.Status, r.Body)
+			}
 		}
 	}
 	if k := api.ReplayKey(api.DerivedPrincipal(token), "payments", "has space"); strings.Contains(k.ID, " ") {
@@ -209,6 +221,26 @@ func TestStreamedOversizedBodyIs413(t *testing.T) {
 		t.Fatalf("request had a Content-Length (%d); the test wants a streamed body", hr.ContentLength)
 	}
 	problem(t, reply{Status: resp.StatusCode, Header: resp.Header, Body: b}, http.StatusRequestEntityTooLarge)
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks, want 0", n)
+	}
+}
+
+// What is not an sf-string (nor the bare leniency) is a 400 problem, and
+// nothing is enqueued.
+func TestBadKeySyntax(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, key := range []string{
+		`has space`, strings.Repeat("é", 10), `"é"`, `"a", "b"`, `a, b`, `"unclosed`, `"bad\x"`,
+		`"a"b`, `""`, `"a";`, `"a";B=1`, `"tab\there"`,
+	} {
+		r := e.post(emailPath, `{"to":"a@example.com","subject":"s","body":"b"}`, key)
+		p := problem(t, r, http.StatusBadRequest)
+		if !strings.HasSuffix(p.Type, "bad-idempotency-key") {
+			t.Errorf("key %q: problem %s, want bad-idempotency-key", key, p.Type)
+		}
+	}
 	if n := e.tasks(); n != 0 {
 		t.Fatalf("%d tasks, want 0", n)
 	}

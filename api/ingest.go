@@ -20,8 +20,8 @@ import (
 // the request's Idempotency-Key; the type's rule says whether it is part of
 // the job key (emails, SMS: when the payload names no id) or only scopes
 // replays of this request (payments, scans).
-func (s *server) build(typ string, body []byte, key string) (onceq.Job, *response) {
-	j, err := s.opts.Catalog.Build(typ, body, key)
+func (s *server) build(typ string, body []byte, key, scope string) (onceq.Job, *response) {
+	j, err := s.opts.Catalog.Build(typ, body, key, scope)
 	if err != nil {
 		resp := refused(err)
 		return onceq.Job{}, &resp
@@ -46,14 +46,11 @@ func (s *server) ingest(k *onceq.Kind) http.Handler {
 			resp.write(w)
 			return
 		}
-		// A key the job takes as its id is the client's: scoped so that
-		// another principal's same header names another job.
-		scoped := key
-		if key != "" {
-			scoped = principal(r.Context()) + ":" + key
-		}
+		// The job lives in the caller's scope unless its type is Global:
+		// another client's same id, header key or content is another job,
+		// and no id a caller can type reaches into another's scope.
 		s.submit(w, r, k.Route, k.Type, key, func() (onceq.Job, *response) {
-			return s.build(k.Type, body, scoped)
+			return s.build(k.Type, body, key, principal(r.Context()))
 		})
 	})
 }
@@ -153,6 +150,20 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 		return unavailable(outcomeUnknown)
 	}
 	a := Accepted{Decision: out.Decision, Key: out.Key, TaskID: out.TaskID, Queue: out.Queue, State: out.State}
+	if out.Decision == onceq.Duplicate || out.Decision == onceq.Conflict {
+		// Another client's job (a global id: a payment's) gets one answer
+		// after the same owner read, a duplicate or a conflict alike:
+		// neither the status nor the time taken tells a right guess at its
+		// content from a wrong one.
+		mine, err := s.owns(ctx, j.Key, principal(ctx))
+		if err != nil {
+			s.opts.Log.Warn("api: reading the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
+			return unavailable(outcomeUnknown)
+		}
+		if !mine {
+			return foreign(out.Key)
+		}
+	}
 	var resp response
 	switch out.Decision {
 	case onceq.Enqueued:
@@ -170,17 +181,6 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 			}
 		}
 	case onceq.Duplicate:
-		mine, err := s.owns(ctx, j.Key, principal(ctx))
-		if err != nil {
-			s.opts.Log.Warn("api: reading the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
-			return unavailable(outcomeUnknown)
-		}
-		if !mine {
-			// A global business key (a payment id) that another client
-			// used: deduplicated, but its task, state and result are not
-			// this caller's to see.
-			return jsonResponse(http.StatusOK, Accepted{Decision: out.Decision, Key: out.Key})
-		}
 		a.Reason, a.Result = out.Reason, result(out.Result)
 		resp = jsonResponse(http.StatusOK, a)
 		resp.accepted = &a
@@ -188,7 +188,6 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 		// The IETF Idempotency-Key draft answers a key reused with another
 		// payload 422; a business key reused with other content is the same
 		// mistake one level down. 409 stays "the first request is in flight".
-		// Nothing of the other job is shown: it may be another client's.
 		return problemOf(Problem{Type: ProblemType + probConflict.slug, Title: probConflict.title,
 			Status: http.StatusUnprocessableEntity, Key: out.Key,
 			Detail: "the job key was accepted before with other content; nothing was enqueued"})
@@ -203,6 +202,16 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 		return problem(http.StatusInternalServerError, probInternal, "unknown producer decision")
 	}
 	resp.Header["Location"] = JobPath(out.Key)
+	return resp
+}
+
+// foreign answers a request for a global key (a payment id) that another
+// client holds: nothing was enqueued, and nothing of that job is told, not
+// even whether this request's content matched it.
+func foreign(key string) response {
+	resp := jsonResponse(http.StatusOK, Accepted{Decision: onceq.Duplicate, Key: key,
+		Reason: "this id is held by another client's job; nothing was enqueued"})
+	resp.NoReplay = true
 	return resp
 }
 

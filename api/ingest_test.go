@@ -18,7 +18,7 @@ func TestEnqueueEachRoute(t *testing.T) {
 	}{
 		{paymentPath, paymentBody("pmt-1", "acct-1", 500), "", "payment:charge/pmt-1", "critical"},
 		{emailPath, `{"to":"ada@example.com","subject":"Hi","body":"Hello"}`, "mail-7", "email:send/" + api.DerivedPrincipal(token) + ":mail-7", "default"},
-		{emailPath, `{"to":"ada@example.com","subject":"Hi","body":"Hello","id":"own-id"}`, "", "email:send/own-id", "default"},
+		{emailPath, `{"to":"ada@example.com","subject":"Hi","body":"Hello","id":"own-id"}`, "", "email:send/" + api.DerivedPrincipal(token) + ":own-id", "default"},
 		{scanPath, `{"path":"inbox/a.pdf","file_id":"f-1"}`, "scan-req-1", "", "default"},
 	} {
 		a := accepted(t, e.post(c.path, c.body, c.key), http.StatusAccepted)

@@ -68,6 +68,10 @@ func TestJobStates(t *testing.T) {
 	if err := e.insp.DeleteTask(o.Queue, o.TaskID); err != nil {
 		t.Fatal(err)
 	}
+	if o.Key == other.String() {
+		t.Fatalf("the API's job %s is not in its client's scope", o.Key)
+	}
+	other, _ = onceq.ParseKey(o.Key)
 	c, err = e.jobs.Claim(t.Context(), other, "", time.Minute, "")
 	if err != nil || c.Outcome != onceq.Acquired {
 		t.Fatalf("claim %+v %v", c, err)

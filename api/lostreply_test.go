@@ -153,3 +153,38 @@ func TestReplayFromAnotherReplica(t *testing.T) {
 	}
 	problem(t, e.post(paymentPath, paymentBody("pmt-rep", "acct-rep", 101), "rep-1"), http.StatusUnprocessableEntity)
 }
+
+// loseClaimReply runs the first Claim and then reports its reply lost, as
+// a timed-out read does after Redis ran the command.
+type loseClaimReply struct {
+	onceq.Store
+	lost atomic.Bool
+}
+
+func (s *loseClaimReply) Claim(ctx context.Context, k onceq.Key, fp string, lease time.Duration, delivery string) (onceq.Claim, error) {
+	c, err := s.Store.Claim(ctx, k, fp, lease, delivery)
+	if err == nil && s.lost.CompareAndSwap(false, true) {
+		return onceq.Claim{}, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}
+	}
+	return c, err
+}
+
+// The API retries a claim whose reply was lost itself, as the same
+// delivery: it takes its own claim again at once and the request runs,
+// instead of meeting that claim as another request's (409 for the lease).
+func TestLostClaimReplyRetakenAtOnce(t *testing.T) {
+	t.Parallel()
+	var lose *loseClaimReply
+	e := newEnv(t, func(o *api.Options) {
+		lose = &loseClaimReply{Store: o.Store}
+		o.Store = lose
+		o.Lease = time.Minute
+	})
+	accepted(t, e.post(paymentPath, paymentBody("pmt-lost", "acct-lost", 100), "lost-1"), http.StatusAccepted)
+	if !lose.lost.Load() {
+		t.Fatal("no claim reply was lost: the test tested nothing")
+	}
+	if n := e.tasks(); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
+	}
+}

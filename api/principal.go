@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/onceq/onceq/internal/httpauth"
 )
@@ -17,6 +18,9 @@ import (
 type Client struct {
 	Name  string
 	Token string
+	// ReadAll: GET /v1/jobs answers this client for any job, enqueued by
+	// any client, the CLI, a batch file or library code (an operator).
+	ReadAll bool
 }
 
 // principalName is what a Client.Name may be: it becomes part of dedup ids.
@@ -25,12 +29,23 @@ var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 // Anonymous is the principal of every request when no token is configured.
 const Anonymous = "anonymous"
 
+// Prefixes of the API's own principals: a client named with one would own
+// their keys and jobs (a "webhook-acme" client reading acme's webhooks).
+const (
+	derivedPrefix = "token-"
+	webhookPrefix = "webhook-"
+)
+
+func reserved(name string) bool {
+	return name == Anonymous || strings.HasPrefix(name, derivedPrefix) || strings.HasPrefix(name, webhookPrefix)
+}
+
 // DerivedPrincipal is the principal of a token configured without a name:
 // stable across restarts and token order, and no use to anyone who reads
 // it in a key or a log.
 func DerivedPrincipal(token string) string {
 	sum := sha256.Sum256([]byte("onceq principal\x00" + token))
-	return "token-" + hex.EncodeToString(sum[:6])
+	return derivedPrefix + hex.EncodeToString(sum[:6])
 }
 
 // clients merges Options.Tokens (bare, named by DerivedPrincipal) and
@@ -50,6 +65,9 @@ func (o Options) clients() ([]Client, error) {
 		if !principalName.MatchString(c.Name) {
 			return nil, fmt.Errorf("api: client name %q must match %s", c.Name, principalName)
 		}
+		if reserved(c.Name) {
+			return nil, fmt.Errorf("api: client name %q is reserved: %q, token-* and webhook-* are the API's own principals", c.Name, Anonymous)
+		}
 		cs = append(cs, c)
 	}
 	seen := map[string]bool{}
@@ -63,41 +81,57 @@ func (o Options) clients() ([]Client, error) {
 }
 
 type credential struct {
-	name string
-	sum  [sha256.Size]byte
+	name    string
+	readAll bool
+	sum     [sha256.Size]byte
 }
 
 type principalKey struct{}
 
+type caller struct {
+	name    string
+	readAll bool
+}
+
 // principal is the caller that bearer authenticated, or the webhook source.
 func principal(ctx context.Context) string {
-	if p, ok := ctx.Value(principalKey{}).(string); ok {
-		return p
+	if c, ok := ctx.Value(principalKey{}).(caller); ok {
+		return c.name
 	}
 	return Anonymous
 }
 
+// readsAll reports whether the caller may read every job (Client.ReadAll).
+func readsAll(ctx context.Context) bool {
+	c, _ := ctx.Value(principalKey{}).(caller)
+	return c.readAll
+}
+
 func withPrincipal(r *http.Request, p string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	return withCaller(r, caller{name: p})
+}
+
+func withCaller(r *http.Request, c caller) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, c))
 }
 
 // authenticate finds the client of an "Authorization: Bearer <token>"
 // header; the scheme is case-insensitive (RFC 9110 §11.1). Both sides are
 // hashed first and every credential is compared, so neither a token's
 // length nor its position leaks through timing.
-func (s *server) authenticate(r *http.Request) (string, bool) {
+func (s *server) authenticate(r *http.Request) (caller, bool) {
 	tok, ok := httpauth.Bearer(r)
 	if !ok {
-		return "", false
+		return caller{}, false
 	}
 	sum := sha256.Sum256([]byte(tok))
-	name := ""
+	var who caller
 	for _, c := range s.creds {
 		if subtle.ConstantTimeCompare(sum[:], c.sum[:]) == 1 {
-			name = c.name
+			who = caller{name: c.name, readAll: c.readAll}
 		}
 	}
-	return name, name != ""
+	return who, who.name != ""
 }
 
 // bearer wants one of the clients' tokens and puts its principal in the
@@ -108,12 +142,12 @@ func (s *server) bearer(next http.Handler) http.Handler {
 			next.ServeHTTP(w, withPrincipal(r, Anonymous))
 			return
 		}
-		name, ok := s.authenticate(r)
+		who, ok := s.authenticate(r)
 		if !ok {
 			unauthorized(w, "send Authorization: Bearer <token>")
 			return
 		}
-		next.ServeHTTP(w, withPrincipal(r, name))
+		next.ServeHTTP(w, withCaller(r, who))
 	})
 }
 
@@ -138,7 +172,7 @@ func Authorizer(o Options) (func(http.Handler) http.Handler, error) {
 func credentials(cs []Client) []credential {
 	creds := make([]credential, 0, len(cs))
 	for _, c := range cs {
-		creds = append(creds, credential{name: c.Name, sum: sha256.Sum256([]byte(c.Token))})
+		creds = append(creds, credential{name: c.Name, readAll: c.ReadAll, sum: sha256.Sum256([]byte(c.Token))})
 	}
 	return creds
 }

@@ -143,7 +143,7 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	held.authenticated()
-	r = withPrincipal(r, "webhook-"+source)
+	r = withPrincipal(r, webhookPrefix+source)
 	if resp := checkJSON(r); resp != nil {
 		resp.write(w)
 		return
@@ -173,7 +173,7 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 				resp := invalid(err)
 				return onceq.Job{}, &resp
 			}
-			return s.build(tasks.TypeWebhook, payload, "")
+			return s.build(tasks.TypeWebhook, payload, "", "") // the sender's ids: source-scoped by the type
 		})
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -10,6 +11,8 @@ import (
 // Admin configures the worker's admin HTTP server: /healthz, /readyz,
 // /metrics and the asynqmon dashboard under /monitoring/.
 type Admin struct {
+	HTTPHosts
+
 	// Addr is the listen address. Loopback keeps the dashboard private to
 	// the pod or machine; anything wider needs Token.
 	// Default: 127.0.0.1:8080.
@@ -26,11 +29,37 @@ type Admin struct {
 	DashboardReadOnly bool `envconfig:"ONCEQ_DASHBOARD_READONLY" default:"true" desc:"serve the asynqmon dashboard read-only"`
 }
 
+// HTTPHosts is what a tokenless server on loopback answers to besides
+// loopback names (see admin.Local).
+type HTTPHosts struct {
+	// Hosts are extra Host names (no port) a tokenless loopback server
+	// answers to, e.g. a name in /etc/hosts. Requests naming any other host
+	// are refused, against DNS rebinding.
+	// Default: none.
+	Hosts []string `envconfig:"ONCEQ_HTTP_HOSTS" desc:"comma-separated Host names besides localhost and loopback IPs that a tokenless server on loopback answers to"`
+}
+
+// hostName is what an ONCEQ_HTTP_HOSTS entry may be: a DNS name or an IP,
+// without port or scheme.
+var hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$`)
+
+func (h HTTPHosts) validate() error {
+	for _, n := range h.Hosts {
+		if _, _, err := net.SplitHostPort(n); err == nil || !hostName.MatchString(n) {
+			return fmt.Errorf("config: ONCEQ_HTTP_HOSTS entry %q must be a host name without scheme or port", n)
+		}
+	}
+	return nil
+}
+
 // Loopback reports whether Addr binds loopback only, so that no other host
 // can reach the admin server.
 func (a Admin) Loopback() bool { return loopback(a.Addr) }
 
 func (a Admin) validate() error {
+	if err := a.HTTPHosts.validate(); err != nil {
+		return err
+	}
 	if err := checkListenAddr("ONCEQ_ADMIN_ADDR", a.Addr); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ type API struct {
 	Log
 	Dedup
 	Postgres
+	HTTPHosts
 
 	// Addr is the listen address; beyond loopback it requires Tokens.
 	// Default: 127.0.0.1:8081.
@@ -28,7 +29,7 @@ type API struct {
 	// name:token entries (the name is the client that owns its keys and
 	// jobs) or bare tokens (the API derives a stable name); see Clients.
 	// Default: none.
-	Tokens []string `envconfig:"ONCEQ_API_TOKENS" secret:"true" desc:"secret: comma-separated bearer tokens accepted by the API, as name:token or bare (16 bytes or more)"`
+	Tokens []string `envconfig:"ONCEQ_API_TOKENS" secret:"true" desc:"secret: comma-separated bearer tokens accepted by the API, as name:token, name:token:read-all (an operator reading every job) or bare (16 bytes or more)"`
 
 	// WebhookSecrets maps a webhook source to its HMAC-SHA256 signing
 	// secrets, as source:secret pairs; a source given twice accepts both
@@ -75,7 +76,7 @@ type API struct {
 func (a API) Loopback() bool { return loopback(a.Addr) }
 
 func (a API) validate() error {
-	for _, v := range []func() error{a.Redis.validate, a.Log.validate, a.Dedup.validate, a.Postgres.validate} {
+	for _, v := range []func() error{a.Redis.validate, a.Log.validate, a.Dedup.validate, a.Postgres.validate, a.HTTPHosts.validate} {
 		if err := v(); err != nil {
 			return err
 		}

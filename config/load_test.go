@@ -73,7 +73,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_SMTP_ADDR": "smtp.example:587", "ONCEQ_SMTP_USER": "mailer", "ONCEQ_SMTP_PASSWORD": "smtppw",
 	"ONCEQ_SMTP_FROM": "jobs@example.com", "ONCEQ_OUTBOX_DIR": "/var/outbox", "ONCEQ_SCAN_ROOT": "/data",
 	"ONCEQ_SCAN_SIGNATURES": "/etc/sigs.txt", "ONCEQ_SCAN_MAX_BYTES": "1048576", "ONCEQ_CLAMD_ADDR": "clamd:3310",
-	"ONCEQ_GATEWAY_URL": "https://pay.example/v1", "ONCEQ_GATEWAY_TOKEN": "gwtok",
+	"ONCEQ_GATEWAY_URL": "https://pay.example/v1", "ONCEQ_GATEWAY_TOKEN": "gwtok", "ONCEQ_HTTP_HOSTS": "onceq.test,box.lan",
 	"ONCEQ_QUEUES": "high:5,bulk:1", "ONCEQ_STRICT_PRIORITY": "true", "ONCEQ_CONCURRENCY": "32",
 	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse", "ONCEQ_LIVENESS": "5s",
 	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "acme:acs,github:ghs,stripe:sts,stripe:sts2",
@@ -99,8 +99,9 @@ func TestEveryKnobParses(t *testing.T) {
 		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour,
 		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second, OnRepeat: "email:send=replace"}
 	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false, Retention: 1000 * time.Hour}
+	hosts := HTTPHosts{Hosts: []string{"onceq.test", "box.lan"}}
 	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup, Postgres: pg,
-		Admin: Admin{Addr: "0.0.0.0:9090", Token: "admintok-0123456789", DashboardReadOnly: false},
+		Admin: Admin{HTTPHosts: hosts, Addr: "0.0.0.0:9090", Token: "admintok-0123456789", DashboardReadOnly: false},
 		Tasks: Tasks{SMTPAddr: "smtp.example:587", SMTPUser: "mailer", SMTPPassword: "smtppw",
 			SMTPFrom: "jobs@example.com", OutboxDir: "/var/outbox", ScanRoot: "/data",
 			ScanSignatures: "/etc/sigs.txt", ScanMaxBytes: 1 << 20, ClamdAddr: "clamd:3310",
@@ -108,7 +109,7 @@ func TestEveryKnobParses(t *testing.T) {
 		Queues: map[string]int{"high": 5, "bulk": 1}, StrictPriority: true, Concurrency: 32,
 		ShutdownTimeout: 40 * time.Second, Embedded: "never", MaxmemoryPolicy: "refuse", Liveness: 5 * time.Second,
 	}
-	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Postgres: pg, Addr: "0.0.0.0:9091",
+	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Postgres: pg, HTTPHosts: hosts, Addr: "0.0.0.0:9091",
 		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"acme": {"acs"}, "github": {"ghs"}, "stripe": {"sts", "sts2"}},
 		WebhookSchemes:   map[string]string{"github": SchemeGitHub, "stripe": SchemeStripe},
 		WebhookIDFields:  map[string]string{"acme": "event_id"},

@@ -20,18 +20,26 @@ var clientName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 type APIClient struct {
 	Name  string
 	Token string
+	// ReadAll: GET /v1/jobs answers this client for every job, however it
+	// was enqueued (an operator's token).
+	ReadAll bool
 }
+
+// readAllSuffix marks a name:token entry as an operator's (APIClient.ReadAll).
+const readAllSuffix = ":read-all"
 
 // Clients parses ONCEQ_API_TOKENS: "name:token" entries name their
 // principal; an entry whose part before the first ":" is not a valid name
 // is a bare token. A token that contains ":" must therefore be given a name.
+// A named entry ending in ":read-all" (ops:token:read-all) is an operator's.
 // A name may repeat: its client keeps its keys and jobs while its token
 // rotates (alice:old,alice:new). Bare tokens are each their own client.
 func (a API) Clients() []APIClient {
 	cs := make([]APIClient, 0, len(a.Tokens))
 	for _, e := range a.Tokens {
 		if name, tok, ok := strings.Cut(e, ":"); ok && clientName.MatchString(name) {
-			cs = append(cs, APIClient{Name: name, Token: tok})
+			tok, all := strings.CutSuffix(tok, readAllSuffix)
+			cs = append(cs, APIClient{Name: name, Token: tok, ReadAll: all})
 		} else {
 			cs = append(cs, APIClient{Token: e})
 		}
@@ -40,8 +48,12 @@ func (a API) Clients() []APIClient {
 }
 
 func (a API) validateClients() error {
-	toks := map[string]bool{}
+	toks, readAll := map[string]bool{}, map[string]bool{}
 	for i, c := range a.Clients() {
+		if all, seen := readAll[c.Name]; seen && c.Name != "" && all != c.ReadAll {
+			return fmt.Errorf("config: ONCEQ_API_TOKENS: client %s is read-all in one entry and not in another", c.Name)
+		}
+		readAll[c.Name] = c.ReadAll
 		what := fmt.Sprintf("ONCEQ_API_TOKENS entry %d", i+1)
 		if c.Name != "" {
 			what += " (" + c.Name + ")"

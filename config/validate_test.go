@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,9 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_REDIS_CLUSTER_NODES", "c1:7000,", "ONCEQ_REDIS_CLUSTER_NODES"},
 		{"ONCEQ_ADMIN_ADDR", "8080", "ONCEQ_ADMIN_ADDR"},
 		{"ONCEQ_ADMIN_ADDR", "127.0.0.1:http", "numeric port"},
+		{"ONCEQ_HTTP_HOSTS", "box.lan:8080", "without scheme or port"},
+		{"ONCEQ_HTTP_HOSTS", "http://box.lan", "without scheme or port"},
+		{"ONCEQ_HTTP_HOSTS", "box.lan,onceq.test", ""},
 		{"ONCEQ_SMTP_ADDR", "smtp.example", "ONCEQ_SMTP_ADDR"},
 		{"ONCEQ_SMTP_FROM", "not an address", "ONCEQ_SMTP_FROM"},
 		{"ONCEQ_OUTBOX_DIR", "", "ONCEQ_OUTBOX_DIR"},
@@ -233,4 +237,21 @@ func TestWebhookSchemes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A named entry ending in :read-all is an operator's; the suffix is not
+// part of the token, and one client is read-all in every entry or none.
+func TestReadAllTokens(t *testing.T) {
+	setEnv(t, map[string]string{"ONCEQ_API_TOKENS": "ops:ops-token-0123456789:read-all,shop:shop-token-0123456789"})
+	a, err := LoadAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []APIClient{{Name: "ops", Token: "ops-token-0123456789", ReadAll: true}, {Name: "shop", Token: "shop-token-0123456789"}}
+	if got := a.Clients(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Clients() = %+v, want %+v", got, want)
+	}
+	setEnv(t, map[string]string{"ONCEQ_API_TOKENS": "ops:old-token-0123456789:read-all,ops:new-token-0123456789"})
+	_, err = LoadAPI()
+	wantErr(t, err, "read-all in one entry")
 }

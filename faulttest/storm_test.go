@@ -72,7 +72,7 @@ func storm(t *testing.T, r *rig, peers effectCounter) {
 	}
 	jobs := make([]onceq.Job, len(lines))
 	for i, l := range lines {
-		j, err := catalog.Build(l.Type, l.Payload, l.Key)
+		j, err := catalog.Build(l.Type, l.Payload, l.Key, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,19 +19,19 @@ func TestCatalogBuildAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	typed := mustJob(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "p-1", Account: "a", Amount: 5, Currency: "EUR"})))
-	fromJSON := mustJob(t)(c.Build(tasks.TypePayment, []byte(`{ "currency":"EUR","amount":5, "account":"a","payment_id":"p-1"}`), "hdr"))
+	fromJSON := mustJob(t)(c.Build(tasks.TypePayment, []byte(`{ "currency":"EUR","amount":5, "account":"a","payment_id":"p-1"}`), "hdr", ""))
 	if typed.Key != fromJSON.Key || typed.Fingerprint != fromJSON.Fingerprint || len(fromJSON.Rules) != 1 {
 		t.Fatalf("typed %v %s, JSON %v %s", typed.Key, typed.Fingerprint, fromJSON.Key, fromJSON.Fingerprint)
 	}
 	// A webhook's key is its signed source and event id; a header never replaces it.
 	wh := []byte(`{"source":"acme","event_id":"evt_1","type":"user.created","data":{"user_id":"u1","email":"a@example.com"}}`)
-	if j := mustJob(t)(c.Build(tasks.TypeWebhook, wh, "delivery-7")); j.Key.String() != "webhook:process/acme:evt_1" {
+	if j := mustJob(t)(c.Build(tasks.TypeWebhook, wh, "delivery-7", "")); j.Key.String() != "webhook:process/acme:evt_1" {
 		t.Fatalf("webhook key %v", j.Key)
 	}
-	if _, err := c.Build("fax:send", []byte(`{}`), ""); !errors.Is(err, onceq.ErrInvalid) {
+	if _, err := c.Build("fax:send", []byte(`{}`), "", ""); !errors.Is(err, onceq.ErrInvalid) {
 		t.Fatalf("unknown type: %v", err)
 	}
-	if _, err := c.Build(tasks.TypeEmail, []byte(`{"to":`), ""); !errors.Is(err, onceq.ErrMalformed) {
+	if _, err := c.Build(tasks.TypeEmail, []byte(`{"to":`), "", ""); !errors.Is(err, onceq.ErrMalformed) {
 		t.Fatalf("malformed: %v", err)
 	}
 }
@@ -82,7 +82,7 @@ func TestCatalogBuildRefusesWhatHandlersRefuse(t *testing.T) {
 		{"order without lines", tasks.TypeOrder, `{"order_id":"o","customer":"c","lines":[]}`, false},
 		{"order of zero", tasks.TypeOrder, `{"order_id":"o","customer":"c","lines":[{"sku":"s","qty":0}]}`, false},
 	} {
-		_, err := c.Build(tc.typ, []byte(tc.payload), "")
+		_, err := c.Build(tc.typ, []byte(tc.payload), "", "")
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("%s: Build = %v, want a job", tc.name, err)

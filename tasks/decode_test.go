@@ -30,7 +30,7 @@ func TestDecodeRefusesAmbiguousPayloads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Build(tasks.TypePayment, []byte(in), ""); !errors.Is(err, onceq.ErrMalformed) {
+			if _, err := c.Build(tasks.TypePayment, []byte(in), "", ""); !errors.Is(err, onceq.ErrMalformed) {
 				t.Fatalf("Build(%s) = %v, want ErrMalformed", in, err)
 			}
 		})

@@ -103,5 +103,5 @@ func buildJob[P any](kind *onceq.Typed[P], p P, explicit string) (onceq.Job, err
 	if err != nil {
 		return onceq.Job{}, err
 	}
-	return c.Build(kind.Type, b, explicit)
+	return c.Build(kind.Type, b, explicit, "")
 }

@@ -17,7 +17,7 @@ func TestNewJobHeadersMatchCatalogRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.Build(TypeEmail, j.Task.Payload(), "")
+	again, err := c.Build(TypeEmail, j.Task.Payload(), "", "")
 	if err != nil || again.Key != j.Key || again.Fingerprint != j.Fingerprint {
 		t.Fatalf("Build on the task payload = %v, %s, %v; want the job's %v, %s", again.Key, again.Fingerprint, err, j.Key, j.Fingerprint)
 	}

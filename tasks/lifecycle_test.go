@@ -177,7 +177,7 @@ func catalogWith(t *testing.T, typ, policy string) *tasks.Catalog {
 
 func build(t *testing.T, c *tasks.Catalog, typ, payload string) onceq.Job {
 	t.Helper()
-	j, err := c.Build(typ, []byte(payload), "")
+	j, err := c.Build(typ, []byte(payload), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

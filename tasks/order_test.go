@@ -145,12 +145,12 @@ func TestJobForOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := catalog.Build(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "")
+	j, err := catalog.Build(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "", "")
 	if err != nil || j.Key.String() != "order:fulfil/ord-9" {
 		t.Fatalf("JobFor: %v %v", j.Key, err)
 	}
 	// An Idempotency-Key never changes an order's key: order_id is it.
-	if j, err := catalog.Build(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "other"); err != nil || j.Key.String() != "order:fulfil/ord-9" {
+	if j, err := catalog.Build(tasks.TypeOrder, []byte(`{"order_id":"ord-9","customer":"c","lines":[{"sku":"A","qty":1}]}`), "other", ""); err != nil || j.Key.String() != "order:fulfil/ord-9" {
 		t.Fatalf("Build with an Idempotency-Key: %v %v, want the order_id key", j.Key, err)
 	}
 }

@@ -90,11 +90,14 @@ func printable(s string) bool {
 // the same amount under another id.
 func paymentSpec(w Windows) onceq.Spec[Payment] {
 	return onceq.Spec[Payment]{
-		Type:     TypePayment,
-		Queue:    QueueCritical,
-		Route:    "payments",
-		KeyRule:  "`payment_id` (required); rate rule: account + currency + amount",
-		ID:       func(p Payment) string { return p.PaymentID },
+		Type:    TypePayment,
+		Queue:   QueueCritical,
+		Route:   "payments",
+		KeyRule: "`payment_id` (required; one payment whoever sends it); rate rule: account + currency + amount, per client",
+		ID:      func(p Payment) string { return p.PaymentID },
+		// A payment id names one charge: a second client sending it must
+		// meet the first one's job, not charge again.
+		Global:   true,
 		Validate: Payment.Validate,
 		Unique:   w.PaymentID,
 		Rules: func(p Payment) ([]*onceq.Rule, error) {

@@ -198,7 +198,7 @@ func TestUniqueWindowOption(t *testing.T) {
 		{tasks.TypeEmail, `{"id":"w-1","to":"a@example.com","subject":"s","body":"b"}`, 90 * time.Minute},
 		{tasks.TypePayment, `{"payment_id":"p-1","account":"a","amount":1,"currency":"EUR"}`, 48 * time.Hour},
 	} {
-		o := enqueue(t, p, mustJob(t)(cat.Build(c.typ, []byte(c.payload), "")), onceq.Enqueued)
+		o := enqueue(t, p, mustJob(t)(cat.Build(c.typ, []byte(c.payload), "", "")), onceq.Enqueued)
 		info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(o.Queue, o.TaskID)
 		if err != nil || info.Retention != c.want {
 			t.Fatalf("%s: retention %v (%v), want %v", c.typ, info.Retention, err, c.want)

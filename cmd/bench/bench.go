@@ -130,7 +130,7 @@ func (b *bench) plainTask(queue string, i int) (string, *asynq.Task) {
 // the task id is the key.
 func (b *bench) job(queue string, i int) (onceq.Job, error) {
 	_, p := b.payload(queue, i)
-	j, err := b.catalog.Build(b.taskType, p, "")
+	j, err := b.catalog.Build(b.taskType, p, "", "")
 	j.Queue = queue
 	return j, err
 }

@@ -70,7 +70,7 @@ func (b *bench) memory(ctx context.Context) (MemoryResult, error) {
 	var recSum, taskSum float64
 	for i := 0; i < n; i += step {
 		id, p := b.payload(q, i)
-		j, err := b.catalog.Build(b.taskType, p, "")
+		j, err := b.catalog.Build(b.taskType, p, "", "")
 		if err != nil {
 			return res, err
 		}

@@ -38,7 +38,7 @@ func readBatch(c *tasks.Catalog, in io.Reader) ([]onceq.Job, error) {
 		if err := onceq.Decode([]byte(line), &bl); err != nil {
 			return nil, fmt.Errorf("batch line %d: %w", n, err)
 		}
-		j, err := c.Build(bl.Type, bl.Payload, bl.IdempotencyKey)
+		j, err := c.Build(bl.Type, bl.Payload, bl.IdempotencyKey, "")
 		if err != nil {
 			return nil, fmt.Errorf("batch line %d: %w", n, err)
 		}

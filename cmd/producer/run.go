@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	j, err := catalog.Build(sp.typ, sp.payload, sp.key)
+	j, err := catalog.Build(sp.typ, sp.payload, sp.key, "")
 	if err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}

@@ -51,7 +51,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	defer log.Sync()
 
-	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log})
+	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log, NoRetries: true})
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		if c.Name == "" {
 			opts.Tokens = append(opts.Tokens, c.Token)
 		} else {
-			opts.Clients = append(opts.Clients, api.Client{Name: c.Name, Token: c.Token})
+			opts.Clients = append(opts.Clients, api.Client{Name: c.Name, Token: c.Token, ReadAll: c.ReadAll})
 		}
 	}
 	handler, err := api.New(opts)
@@ -136,7 +136,11 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	// admin.Serve bounds slow senders: headers within 5s, a whole request
 	// within 30s; the API bounds a webhook body that holds budget to 10s.
-	srv := admin.Serve(api.Listener(ln), api.Problems(mux))
+	root := http.Handler(mux)
+	if len(cfg.Tokens) == 0 { // config allows that on loopback only
+		root = admin.Local(mux, cfg.Hosts)
+	}
+	srv := admin.Serve(api.Listener(ln), api.Problems(root))
 	d.OnStop("http server", srv.Shutdown)
 	if err := d.WaitRedis(ctx); err != nil {
 		if ctx.Err() != nil {

@@ -66,7 +66,7 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer, tr *traci
 	case cfg.GatewayURL != "":
 		d.Gateway = &gateway.Client{URL: cfg.GatewayURL, Token: cfg.GatewayToken, HTTP: httpClient(tr)}
 	default:
-		srv, err := admin.Listen("127.0.0.1:0", &gateway.Server{})
+		srv, err := admin.Listen("127.0.0.1:0", admin.Local(&gateway.Server{}, nil))
 		if err != nil {
 			return d, nil, fmt.Errorf("built-in gateway: %w", err)
 		}

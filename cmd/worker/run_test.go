@@ -423,6 +423,9 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 	}
 	get(t, "http://"+w.admin+"/healthz", http.StatusOK)
 	get(t, "http://"+w.admin+"/readyz", http.StatusOK)
+	// Tokenless on loopback: a page that pointed its own name here reaches
+	// no route, the dashboard's least of all.
+	testenv.RequireRebindRefused(t, http.MethodGet, "http://"+w.admin+"/monitoring/api/queues")
 }
 
 // With no Redis configured and nothing on the default address, the worker

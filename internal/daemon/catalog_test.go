@@ -17,11 +17,11 @@ func TestCatalogOnRepeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := c.Build(tasks.TypeEmail, []byte(`{"id":"e","to":"a@x.io","subject":"s","body":"b"}`), "")
+	j, err := c.Build(tasks.TypeEmail, []byte(`{"id":"e","to":"a@x.io","subject":"s","body":"b"}`), "", "")
 	if err != nil || j.Repeat.Policy != "replace" {
 		t.Fatalf("email job repeat %+v (%v), want replace", j.Repeat, err)
 	}
-	j, err = c.Build(tasks.TypeScan, []byte(`{"path":"a.pdf"}`), "")
+	j, err = c.Build(tasks.TypeScan, []byte(`{"path":"a.pdf"}`), "", "")
 	if err != nil || j.Repeat != (onceq.Repeat{Policy: "debounce", Delay: 2 * time.Second, MaxWait: 10 * time.Second}) {
 		t.Fatalf("scan job repeat %+v (%v), want debounce:2s/10s", j.Repeat, err)
 	}

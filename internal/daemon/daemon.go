@@ -24,6 +24,10 @@ import (
 type Options struct {
 	// Name is the process's name in logs ("worker", "api").
 	Name string
+	// NoRetries: the client never re-sends a command whose reply did not
+	// come. A re-sent claim or enqueue looks to Redis like another caller's;
+	// the API retries itself, as the same delivery.
+	NoRetries bool
 	// Redis says which Redis to use; one rule for every daemon.
 	Redis config.Redis
 	// Embedded lets the daemon start an in-memory Redis when none is
@@ -97,6 +101,9 @@ func New(o Options) (*Daemon, error) {
 		ro = &redis.UniversalOptions{Addrs: []string{mr.Addr()}}
 		o.Redis.MinReplicas = 0 // miniredis has no replicas
 	}
+	if o.NoRetries {
+		ro.MaxRetries = -1
+	}
 	if d.Redis, err = client(o.Redis, ro); err != nil {
 		return nil, err
 	}
@@ -143,11 +150,17 @@ func (d *Daemon) Ready(ctx context.Context) error {
 // Listen serves the admin routes (health, readiness, metrics, the dashboard
 // when given) and whatever the caller put on mux, on addr, from now on:
 // probes answer while Redis is still awaited. It stops last.
-func (d *Daemon) Listen(addr string, mux *http.ServeMux, token string, dashboard http.Handler) (*admin.Server, error) {
-	admin.Routes(mux, admin.Options{Token: token, Gatherer: d.Registry, Ready: d.Ready, Log: d.log, Dashboard: dashboard})
-	srv, err := admin.Listen(addr, mux)
+// Without a token (config allows that on loopback only) it answers only to
+// loopback Host names and cfg.Hosts.
+func (d *Daemon) Listen(cfg config.Admin, mux *http.ServeMux, dashboard http.Handler) (*admin.Server, error) {
+	admin.Routes(mux, admin.Options{Token: cfg.Token, Gatherer: d.Registry, Ready: d.Ready, Log: d.log, Dashboard: dashboard})
+	h := http.Handler(mux)
+	if cfg.Token == "" {
+		h = admin.Local(mux, cfg.Hosts)
+	}
+	srv, err := admin.Listen(cfg.Addr, h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: listen on %s: %w", d.opts.Name, addr, err)
+		return nil, fmt.Errorf("%s: listen on %s: %w", d.opts.Name, cfg.Addr, err)
 	}
 	d.OnStop("http server", srv.Shutdown)
 	return srv, nil

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/redistest"
@@ -79,7 +81,7 @@ func TestWaitsForRedis(t *testing.T) {
 	srv.Stop()
 	d, logs := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}})
-	adm, err := d.Listen("127.0.0.1:0", http.NewServeMux(), "", nil)
+	adm, err := d.Listen(config.Admin{Addr: "127.0.0.1:0"}, http.NewServeMux(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,4 +163,22 @@ func get(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// NoRetries gives a client that re-sends nothing; by default go-redis's
+// retries stay.
+func TestNoRetries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, no := range []bool{false, true} {
+		d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr}, NoRetries: no})
+		c, ok := d.Redis.(*redis.Client)
+		if !ok {
+			t.Fatalf("client %T, want *redis.Client", d.Redis)
+		}
+		// go-redis keeps -1 (none) as 0 once normalised; its default is 3.
+		if got := c.Options().MaxRetries; (got == 0) != no {
+			t.Errorf("NoRetries %v: MaxRetries %d", no, got)
+		}
+	}
 }

@@ -1,8 +1,10 @@
-// Package httpauth reads the one credential onceq's HTTP servers take: a
-// bearer token, by the rules of RFC 9110 §11.
+// Package httpauth holds the rules onceq's HTTP servers share about who
+// may call them: the one credential they take, a bearer token (RFC 9110
+// §11), and which names are loopback.
 package httpauth
 
 import (
+	"net"
 	"net/http"
 	"strings"
 )
@@ -17,4 +19,15 @@ func Bearer(r *http.Request) (token string, ok bool) {
 		return "", false
 	}
 	return tok, true
+}
+
+// LoopbackHost reports whether host (no port; brackets allowed) always
+// names this machine: localhost, *.localhost (RFC 6761) or a loopback IP.
+func LoopbackHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

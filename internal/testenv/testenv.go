@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -56,4 +57,21 @@ func ChildEnv(vars map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// RequireRebindRefused sends method url as a page whose DNS name was
+// pointed at the server (DNS rebinding) would, Host and all, and fails
+// unless a tokenless loopback server refuses it with 421.
+func RequireRebindRefused(t testing.TB, method, url string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(`{}`))
+	req.Host = "rebind.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("%s %s with a rebound Host: %d, want 421", method, url, resp.StatusCode)
+	}
 }

@@ -56,7 +56,7 @@ func TestSMSHandlerOutboxWritesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := c.Build(tasks.TypeSMS, []byte(`{"to":"+4915112345678","body":"hi"}`), "otp-9")
+	j, err := c.Build(tasks.TypeSMS, []byte(`{"to":"+4915112345678","body":"hi"}`), "otp-9", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,14 @@
-package api
+package httpidem
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/storerule"
 )
 
 // A request that never ran must leave nothing behind, or every retry of
@@ -18,9 +19,6 @@ import (
 // hands of a live request and which keys were left in doubt, so that a
 // retry arriving at this process takes a claim in doubt over at once. A
 // retry that reaches another replica waits for the short API lease.
-//
-// With re-entrant claims for one delivery identity in dedup, the identity
-// (principal, route, key, fingerprint) would replace the doubt set.
 type claims struct {
 	mu     sync.Mutex
 	live   map[onceq.Hold]struct{}
@@ -77,40 +75,56 @@ func (c *claims) orphaned(rec onceq.Record) bool {
 // claim is Store.Claim that first clears what a request that never ran
 // left behind: an orphaned running claim (see claims), or a failed record
 // (a 429 or 5xx whose clean-up did not reach Redis).
-func (s *server) claim(ctx context.Context, k onceq.Key, fp string) (onceq.Claim, error) {
-	c, err := s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, "")
+//
+// The Redis client re-sends nothing (daemon.Options.NoRetries): a claim
+// whose reply was lost is retried here once, as the same delivery, so it
+// takes its own claim again at once instead of meeting it as another
+// request's.
+func (g *Guard) claim(ctx context.Context, k onceq.Key, fp string) (onceq.Claim, error) {
+	delivery := newDelivery()
+	c, err := g.store.Claim(ctx, k, fp, g.opts.Lease, delivery)
+	if err != nil && ctx.Err() == nil {
+		c, err = g.store.Claim(ctx, k, fp, g.opts.Lease, delivery)
+	}
 	if err != nil {
-		s.claims.doubt(k)
+		g.claims.doubt(k)
 		return c, err
 	}
 	if c.Outcome != onceq.InProgress && c.Outcome != onceq.Conflict {
 		if c.Outcome == onceq.Acquired {
-			s.claims.hold(c.Hold)
+			g.claims.hold(c.Hold)
 		}
 		return c, nil
 	}
-	rec, err := s.opts.Store.Status(ctx, k)
+	rec, err := g.store.Status(ctx, k)
 	if err != nil {
 		return onceq.Claim{}, err
 	}
-	left := rec.State == onceq.StatusFailed || (rec.State == onceq.StatusRunning && s.claims.orphaned(rec))
+	left := rec.State == onceq.StatusFailed || (rec.State == onceq.StatusRunning && g.claims.orphaned(rec))
 	if !left {
 		return c, nil
 	}
-	s.opts.Log.Info("api: clearing a claim left by a request that never ran", zap.String("key", k.String()),
-		zap.String("state", string(rec.State)))
-	if err := s.opts.Store.Forget(ctx, k); err != nil {
+	g.decide(ctx, k, "cleared", "a claim left by a request that never ran ("+string(rec.State)+")")
+	if err := g.store.Forget(ctx, k); err != nil {
 		return onceq.Claim{}, err
 	}
-	c, err = s.opts.Store.Claim(ctx, k, fp, s.opts.Lease, "")
+	c, err = g.store.Claim(ctx, k, fp, g.opts.Lease, delivery)
 	if err != nil {
-		s.claims.doubt(k)
+		g.claims.doubt(k)
 		return c, err
 	}
 	if c.Outcome == onceq.Acquired {
-		s.claims.hold(c.Hold)
+		g.claims.hold(c.Hold)
 	}
 	return c, nil
+}
+
+// newDelivery names one request's claim: this process start and a random
+// request id, unique and without '|'.
+func newDelivery() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return storerule.BootOwner + "/http-" + hex.EncodeToString(b[:])
 }
 
 // unclaim ends a request that stored nothing (a 429 or 5xx): the record is
@@ -118,15 +132,15 @@ func (s *server) claim(ctx context.Context, k onceq.Key, fp string) (onceq.Claim
 // delete is not fenced, so it is done only while our lease surely holds;
 // past that, Release (fenced) and the failed record is cleared by the next
 // claim.
-func (s *server) unclaim(ctx context.Context, h onceq.Hold, claimed time.Time, cause string) {
+func (g *Guard) unclaim(ctx context.Context, h onceq.Hold, claimed time.Time, cause string) {
 	var err error
-	if time.Since(claimed) < s.opts.Lease/2 {
-		err = s.opts.Store.Forget(ctx, h.Key)
+	if time.Since(claimed) < g.opts.Lease/2 {
+		err = g.store.Forget(ctx, h.Key)
 	} else {
-		err = s.opts.Store.Release(ctx, h, cause)
+		err = g.store.Release(ctx, h, cause)
 	}
 	if err != nil {
-		s.claims.doubt(h.Key)
-		s.opts.Log.Warn("api: releasing the idempotency claim failed", zap.String("key", h.Key.String()), zap.Error(err))
+		g.claims.doubt(h.Key)
+		g.opts.OnError(ctx, "releasing the idempotency claim failed", h.Key, err)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package httpidem
 
 import (
 	"maps"
@@ -21,7 +21,7 @@ type replayCache struct {
 
 type cachedReplay struct {
 	fp    string
-	resp  response // as stored: without ReplayedHeader
+	resp  Response // as stored: without ReplayedHeader
 	until time.Time
 }
 
@@ -33,9 +33,9 @@ func newReplayCache(ttl time.Duration) *replayCache {
 
 // get returns the replay of k for a request with fingerprint fp. Another
 // fingerprint is not answered here: Redis says whether it is a mismatch.
-func (c *replayCache) get(k onceq.Key, fp string, now time.Time) (response, bool) {
+func (c *replayCache) get(k onceq.Key, fp string, now time.Time) (Response, bool) {
 	if c.ttl <= 0 {
-		return response{}, false
+		return Response{}, false
 	}
 	c.mu.Lock()
 	e, ok := c.m[k]
@@ -45,12 +45,12 @@ func (c *replayCache) get(k onceq.Key, fp string, now time.Time) (response, bool
 	}
 	c.mu.Unlock()
 	if !ok || e.fp != fp {
-		return response{}, false
+		return Response{}, false
 	}
 	return replayed(e.resp), true
 }
 
-func (c *replayCache) put(k onceq.Key, fp string, resp response, now time.Time) {
+func (c *replayCache) put(k onceq.Key, fp string, resp Response, now time.Time) {
 	if c.ttl <= 0 || fp == "" {
 		return
 	}
@@ -62,12 +62,11 @@ func (c *replayCache) put(k onceq.Key, fp string, resp response, now time.Time) 
 			break
 		}
 	}
-	resp.settle = nil
 	c.m[k] = cachedReplay{fp: fp, resp: resp, until: now.Add(c.ttl)}
 }
 
 // replayed is resp as a replay: a copy marked with ReplayedHeader.
-func replayed(resp response) response {
+func replayed(resp Response) Response {
 	h := make(map[string]string, len(resp.Header)+1)
 	maps.Copy(h, resp.Header)
 	h[ReplayedHeader] = "true"

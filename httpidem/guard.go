@@ -1,0 +1,200 @@
+// Package httpidem gives net/http handlers the semantics of the IETF
+// httpapi Idempotency-Key draft, on a onceq Store: the first request with
+// a key runs and, when it succeeds (2xx), its response is stored; a retry
+// with the same key and the same request gets it back byte for byte with
+// "Idempotent-Replayed: true"; a retry while the first is in flight is a
+// 409 whose Retry-After is what is left of its claim; the same key with
+// another request is a 422. Other answers (429, 5xx) are not stored and
+// leave nothing behind, so a retry runs at once.
+//
+// Middleware wraps a handler of one's own; `producer serve` calls Guard.Do
+// for its routes, where "the same request" is the decoded job.
+package httpidem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/onceq/onceq"
+)
+
+// Namespace is the key namespace of the replay records; their id is
+// "<scope>:<Idempotency-Key>".
+const Namespace = "http"
+
+// ReplayedHeader marks a response replayed from an earlier request.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// Problem kinds this package answers with.
+const (
+	kindInFlight    = "request-in-progress"
+	kindMismatch    = "idempotency-key-reused"
+	kindUnavailable = "unavailable"
+	kindInternal    = "internal"
+)
+
+// Options configures New.
+type Options struct {
+	// Lease of a claim: how long a retry of a request whose process died
+	// in flight (or that reaches another replica after a lost Redis reply)
+	// is answered 409. It covers the request's own work. Default: 30s.
+	Lease time.Duration
+	// Timeout bounds storing a response after the handler returned, even
+	// when the request's context has ended. Default: 5s.
+	Timeout time.Duration
+	// ReplayCacheTTL is how long a process answers a replay from memory
+	// once it has stored or replayed the response; keep it below the
+	// store's DoneTTL. Negative disables the cache. Default: 30s.
+	ReplayCacheTTL time.Duration
+	// Observer sees each decision (claimed, duplicate, in_progress,
+	// mismatch, error) as Op "claim". Default: none.
+	Observer onceq.Observer
+	// OnError hears of a failure the request survives (a claim release or
+	// a stored response that did not reach the store). Default: none.
+	OnError func(ctx context.Context, msg string, k onceq.Key, err error)
+}
+
+// Guard runs requests at most once per key while its store keeps the
+// record. Its store's DoneTTL is how long a response is replayed: give it
+// a store of its own.
+type Guard struct {
+	store   onceq.Store
+	opts    Options
+	claims  *claims
+	replays *replayCache
+}
+
+// New returns a Guard on store.
+func New(store onceq.Store, o Options) (*Guard, error) {
+	if store == nil {
+		return nil, errors.New("httpidem: a store is required")
+	}
+	if o.Lease == 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.ReplayCacheTTL == 0 {
+		o.ReplayCacheTTL = 30 * time.Second
+	}
+	if o.Lease < time.Millisecond || o.Timeout < 0 {
+		return nil, errors.New("httpidem: Lease and Timeout must be positive")
+	}
+	if o.Observer == nil {
+		o.Observer = func(context.Context, onceq.Event) {}
+	}
+	if o.OnError == nil {
+		o.OnError = func(context.Context, string, onceq.Key, error) {}
+	}
+	return &Guard{store: store, opts: o, claims: newClaims(), replays: newReplayCache(o.ReplayCacheTTL)}, nil
+}
+
+// ReplayKey is the key under which the response to a request with
+// Idempotency-Key key, in scope (a client and a route, say), is stored.
+// Another scope's same key is another key.
+func ReplayKey(scope, key string) onceq.Key {
+	// scopedID always yields a valid id.
+	return onceq.Key{Namespace: Namespace, ID: scopedID(scope, key)}
+}
+
+// scopedID is "scope:key" when that is a valid id, else the key is
+// replaced by its SHA-256: keys with spaces, braces or too many bytes
+// (after the scope) stay usable and distinct.
+func scopedID(scope, key string) string {
+	id := scope + ":" + key
+	if _, err := onceq.NewKey(Namespace, id); err == nil {
+		return id
+	}
+	sum := sha256.Sum256([]byte(key))
+	id = scope + ":sha256-" + hex.EncodeToString(sum[:])
+	if _, err := onceq.NewKey(Namespace, id); err == nil {
+		return id
+	}
+	// A scope too long or odd itself: hash both, NUL-separated so that no
+	// two (scope, key) pairs share an input.
+	sum = sha256.Sum256([]byte(scope + "\x00" + key))
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+// Do runs do at most once for key in scope while the store keeps the
+// record; fp identifies the request for the mismatch check (equal requests,
+// equal fp). Without a key, do simply runs. The response of do is stored
+// when it is a 2xx (and not NoReplay); after any other the record is
+// removed. A stored response is recorded even when ctx has ended: the work
+// is done.
+func (g *Guard) Do(ctx context.Context, scope, key, fp string, do func(context.Context) Response) Response {
+	if key == "" {
+		return do(ctx)
+	}
+	k := ReplayKey(scope, key)
+	claimed := time.Now()
+	if resp, ok := g.replays.get(k, fp, claimed); ok {
+		g.decide(ctx, k, "duplicate", "response replayed")
+		return resp
+	}
+	c, err := g.claim(ctx, k, fp)
+	if err != nil {
+		g.decide(ctx, k, "error", err.Error())
+		return problem(http.StatusServiceUnavailable, kindUnavailable, "Service unavailable", key, 1,
+			"the idempotency store did not answer: nothing was done; retry with the same Idempotency-Key")
+	}
+	switch c.Outcome {
+	case onceq.Duplicate:
+		var stored Response
+		if err := json.Unmarshal(c.Result, &stored); err != nil || stored.Status == 0 {
+			g.opts.OnError(ctx, "stored response unreadable", k, err)
+			return problem(http.StatusInternalServerError, kindInternal, "Internal error", "", 0, "the stored response cannot be replayed")
+		}
+		g.replays.put(k, fp, stored, claimed)
+		g.decide(ctx, k, "duplicate", "response replayed")
+		return replayed(stored)
+	case onceq.InProgress:
+		g.decide(ctx, k, "in_progress", "a request with this key is in flight")
+		return problem(http.StatusConflict, kindInFlight, "A request with this Idempotency-Key is in progress", key,
+			Seconds(time.Until(c.LeaseUntil)),
+			"the first request with this Idempotency-Key has not finished; retry after the given seconds, when its claim ends at the latest")
+	case onceq.Conflict:
+		g.decide(ctx, k, "mismatch", "another request body under the same key")
+		return problem(http.StatusUnprocessableEntity, kindMismatch, "Idempotency-Key reused with another request", key, 0,
+			"this Idempotency-Key was used with another request body; use a new key for a new request")
+	}
+	g.decide(ctx, k, "claimed", "")
+	defer g.claims.drop(c.Hold) // even if do panics
+
+	resp := do(ctx)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
+	defer cancel()
+	if resp.Status >= 200 && resp.Status < 300 && !resp.NoReplay {
+		b, err := json.Marshal(resp)
+		if err == nil {
+			err = g.store.Complete(bg, c.Hold, b, 0)
+		}
+		if err == nil {
+			g.replays.put(k, fp, resp, claimed)
+		}
+		if err != nil {
+			// The client still gets its answer; a retry after the lease
+			// runs again.
+			g.claims.doubt(k)
+			g.opts.OnError(ctx, "storing the response for replay failed", k, err)
+		}
+		return resp
+	}
+	g.unclaim(bg, c.Hold, claimed, fmt.Sprintf("status %d", resp.Status))
+	return resp
+}
+
+func (g *Guard) decide(ctx context.Context, k onceq.Key, o string, reason string) {
+	g.opts.Observer(ctx, onceq.Event{Op: "claim", Key: k, Outcome: o, Reason: reason})
+}
+
+func problem(status int, kind, title, key string, retryAfter int, detail string) Response {
+	return ProblemResponse(Problem{Type: ProblemType + kind, Title: title, Status: status, Key: key, RetryAfter: retryAfter, Detail: detail})
+}
