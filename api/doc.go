@@ -58,15 +58,18 @@
 // without it.
 //
 // The header scopes replays of a request; whether it is also part of the job
-// key is the task type's key rule: a payment's job is keyed by its
-// payment_id whatever the header says (a global key: another client sending
-// it gets a bare "duplicate", nothing of the job); an email or SMS without
-// an "id" takes "<client>:<header>" as its id; a webhook event's job is
-// keyed by "<source>:<event id>", the id taken from the signed body (the
-// "id" field, or the field ONCEQ_WEBHOOK_ID_FIELDS names for the source), so
-// a captured body re-sent under a new header is a duplicate and two senders
-// cannot collide. GET /v1/jobs shows a job only to the client that enqueued
-// it; to anyone else it is a 404.
+// key is the task type's key rule. Every job key an HTTP client makes lives
+// in that client's scope, "<client>:<id>", with its rate rules (an email's
+// or SMS's "id", its header, or its content hash), so no id a client types
+// reaches another's job. A type may declare its id Global (onceq.Spec): a
+// payment's job is keyed by its payment_id whoever sends it, and another
+// client sending that id gets one answer whatever the content, a bare
+// "duplicate" with nothing of the job. A webhook event's job is keyed by
+// "<source>:<event id>", the id taken from the signed body (the "id" field,
+// or the field ONCEQ_WEBHOOK_ID_FIELDS names for the source), so a captured
+// body re-sent under a new header is a duplicate and two senders cannot
+// collide. GET /v1/jobs shows a job only to the client that enqueued it, or
+// to a read-all client (an operator); to anyone else it is a 404.
 //
 // # Responses
 //
@@ -86,9 +89,10 @@
 // Errors are RFC 9457 problem documents (application/problem+json) with
 // type, title, status and detail: 400 malformed JSON, duplicate or
 // case-variant member names, unknown fields, trailing data, wrong types, a
-// payload the catalog's Validate refuses, or a bad Idempotency-Key; 401 no or bad credentials; 404 unknown route, webhook
+// payload the catalog's Validate refuses, or an Idempotency-Key that is not
+// an sf-string (see httpidem.Key); 401 no or bad credentials; 404 unknown route, webhook
 // source or job; 405 (with Allow) a known path with another method; 409 the
-// same key is in flight; 413 body over the limit; 415 not application/json;
+// same key is in flight (Retry-After: what is left of its claim); 413 body over the limit; 415 not application/json;
 // 422 a key reused with another body; 503 Redis unreachable or slow (with Retry-After), never a hang: every
 // request's Redis work is bounded by a time-out. A 503 after the enqueue was
 // sent says the outcome is unknown: retry with the same key. Wrap the
