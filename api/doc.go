@@ -52,7 +52,7 @@
 // once, with the same or a corrected body. A claim whose Redis reply was
 // lost is cleared by the next retry reaching the same process (elsewhere it
 // lasts the short API lease). Keys are scoped per client and route (and per
-// webhook source), at most 255 bytes, without control characters. The key
+// webhook source), at most 255 bytes of printable ASCII (httpidem.Key). The key
 // is optional everywhere, and the producer's own deduplication (a payment's
 // payment_id, a webhook's signed event id, a content hash) applies with or
 // without it.
