@@ -37,6 +37,20 @@ func TestServeHelp(t *testing.T) {
 	}
 }
 
+// A client named like one of the API's own principals is refused at
+// start, before anything listens.
+func TestServeRefusesReservedClientName(t *testing.T) {
+	rdb := redistest.Client(t)
+	opt := rdb.Options()
+	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
+	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
+	t.Setenv("ONCEQ_API_TOKENS", "webhook-acme:tok-acme-0123456789")
+	err := serve(t.Context(), nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("serve with a client named webhook-acme: %v, want refused as reserved", err)
+	}
+}
+
 // Redis down at start: serve stays up, not ready, retrying (no crash loop),
 // and stops cleanly on its signal.
 func TestServeRedisUnreachable(t *testing.T) {
@@ -175,6 +189,21 @@ func TestServe(t *testing.T) {
 	if code, _, body := call("GET", "/v1/jobs/payment:charge%2Fpmt-serve-1", "", auth(bob, nil)); code != 404 {
 		t.Fatalf("bob reads shop's job: %d %s", code, body)
 	}
+	// A wrong guess at the content of shop's payment is answered as the
+	// right one was: no oracle on its amount.
+	wrongCode, _, wrong := call("POST", "/v1/payments", strings.Replace(payment, "2500", "2600", 1), auth(bob, map[string]string{"Idempotency-Key": "order-s3"}))
+	if wrongCode != code || wrong != body {
+		t.Fatalf("bob's right guess %d %s, wrong guess %d %s: want one answer", code, body, wrongCode, wrong)
+	}
+	// Bob's explicit "shop:reset-1" is his own job: shop's email under its
+	// key reset-1 is enqueued, not refused.
+	if code, _, body := call("POST", "/v1/emails", `{"id":"shop:reset-1","to":"bob@example.com","subject":"s","body":"b"}`, auth(bob, nil)); code != 202 {
+		t.Fatalf("bob's email: %d %s", code, body)
+	}
+	if code, _, body := call("POST", "/v1/emails", `{"to":"shop@example.com","subject":"Reset","body":"code"}`,
+		auth("tok-one-0123456789", map[string]string{"Idempotency-Key": `"reset-1"`})); code != 202 || !strings.Contains(body, `"decision":"enqueued"`) {
+		t.Fatalf("shop's email under its own key after bob's squat: %d %s", code, body)
+	}
 	// Strict JSON and HTTP conformance, every error a problem.
 	for _, c := range []struct {
 		method, path, body string
@@ -238,13 +267,14 @@ func TestServe(t *testing.T) {
 	}
 	for _, want := range []string{
 		// shop's and bob's payments; bob's reuse of shop's payment id and
-		// shop's resend without a replay key.
+		// shop's resend without a replay key; bob's wrong guess and shop's
+		// own conflict; six requests with keys, one replayed.
 		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="enqueued",side="producer"} 2`,
 		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="duplicate",side="producer"} 2`,
-		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="conflict",side="producer"} 1`,
+		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="conflict",side="producer"} 2`,
 		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="throttled",side="producer"} 1`,
 		`onceq_dedup_decisions_total{key_namespace="http",outcome="duplicate",side="api"} 1`,
-		`onceq_dedup_decisions_total{key_namespace="http",outcome="claimed",side="api"} 4`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="claimed",side="api"} 6`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s in\n%s", want, grepLines(metrics, "onceq_dedup_decisions_total"))
