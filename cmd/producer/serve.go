@@ -17,7 +17,6 @@ import (
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
-	"github.com/onceq/onceq/observe"
 )
 
 // serveHooks let tests learn the bound address; serve leaves them zero.
@@ -45,11 +44,11 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	log, err := observe.NewLogger(cfg.Log.Env, cfg.Log.Level, stderr)
+	log, flush, err := daemon.Logger(cfg.Log, stderr)
 	if err != nil {
 		return err
 	}
-	defer log.Sync()
+	defer flush()
 
 	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log})
 	if err != nil {

@@ -50,11 +50,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	log, err := observe.NewLogger(cfg.Log.Env, cfg.Log.Level, stderr)
+	log, flush, err := daemon.Logger(cfg.Log, stderr)
 	if err != nil {
 		return err
 	}
-	defer log.Sync()
+	defer flush()
 
 	d, err := daemon.New(daemon.Options{
 		Name: "worker", Redis: cfg.Redis, Embedded: cfg.Embedded == config.EmbeddedAuto, DefaultAddr: h.defaultRedisAddr,
