@@ -28,6 +28,10 @@ type Options struct {
 	// running). Its error goes to Log; /readyz, which anyone may read, says
 	// only "shutting down" (ErrShuttingDown) or "redis unreachable".
 	Ready func(ctx context.Context) error
+	// Degraded are lines /readyz adds to "ready": parts of the process
+	// that cannot serve while the rest can (an optional dependency down).
+	// Default: none.
+	Degraded func() []string
 	// Log gets why the process is not ready. Default: none.
 	Log *zap.Logger
 	// Guard, when set, replaces the Token check on /metrics (the API's
@@ -73,6 +77,11 @@ func Routes(mux *http.ServeMux, o Options) {
 			}
 		}
 		w.Write([]byte("ready\n"))
+		if o.Degraded != nil {
+			for _, line := range o.Degraded() {
+				w.Write([]byte(line + "\n"))
+			}
+		}
 	})
 	if o.Gatherer != nil {
 		mux.Handle("GET /metrics", guard(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))

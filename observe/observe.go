@@ -23,6 +23,7 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	leaseLost *prometheus.CounterVec
 	handler   *prometheus.HistogramVec
+	depUp     *prometheus.GaugeVec
 }
 
 // NewMetrics registers onceq's collectors with reg.
@@ -41,9 +42,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Handler run time by task type and outcome (ok, error, panic); duplicates never run.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"type", "outcome"}),
+		depUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "onceq_dependency_up",
+			Help: "1 while an optional dependency (postgres) answers; its task types are not ready while 0.",
+		}, []string{"dependency"}),
 	}
-	reg.MustRegister(m.decisions, m.leaseLost, m.handler)
+	reg.MustRegister(m.decisions, m.leaseLost, m.handler, m.depUp)
 	return m
+}
+
+// DependencyUp sets whether the optional dependency name answers.
+func (m *Metrics) DependencyUp(name string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.depUp.WithLabelValues(name).Set(v)
 }
 
 // sideOutcomes are the outcomes each side reports, started at zero so that

@@ -210,11 +210,13 @@ func connected(ctx context.Context, cfg config.Producer, f func(*onceq.Producer,
 		return err
 	}
 	// Status reads consult the Postgres ledger, when there is one.
-	st, closeLedger, err := withLedger(ctx, cfg.Postgres, store)
+	st, ledger, err := withLedger(cfg.Postgres, store)
 	if err != nil {
 		return err
 	}
-	defer closeLedger()
+	if ledger != nil {
+		defer ledger.Close()
+	}
 	return f(onceq.NewProducer(rdb, st, onceq.ProducerOptions{}), rdb)
 }
 

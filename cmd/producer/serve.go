@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/tasks"
 )
 
 // serveHooks let tests learn the bound address; serve leaves them zero.
@@ -81,11 +82,14 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	reads, closeLedger, err := withLedger(ctx, cfg.Postgres, jobs)
+	reads, ledger, err := withLedger(cfg.Postgres, jobs)
 	if err != nil {
 		return err
 	}
-	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
+	if ledger != nil {
+		stopWatch := d.Optional("postgres", tasks.Transactional, func(ctx context.Context) error { return ledger.Pool().Ping(ctx) })
+		d.OnStop("postgres ledger", func(context.Context) error { stopWatch(); ledger.Close(); return nil })
+	}
 	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer")})
 	opts := api.Options{
 		Producer:          producer,
@@ -123,7 +127,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 
 	mux := http.NewServeMux()
-	admin.Routes(mux, admin.Options{Guard: guard, Gatherer: d.Registry, Ready: d.Ready, Log: log})
+	admin.Routes(mux, admin.Options{Guard: guard, Gatherer: d.Registry, Ready: d.Ready, Degraded: d.Degraded, Log: log})
 	// Every path but the admin routes is the API's, so that unknown paths
 	// are 404 problems too.
 	mux.Handle("/", handler)

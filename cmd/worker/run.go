@@ -97,7 +97,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 	d.OnStop("downstreams", func(context.Context) error { closeDeps(); return nil })
-	ledger, closeLedger, err := openLedger(ctx, cfg, log, metrics.Observer(log, "worker"))
+	ledger, closeLedger, err := openLedger(cfg, log, metrics.Observer(log, "worker"), d)
 	if err != nil {
 		return err
 	}

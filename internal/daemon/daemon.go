@@ -53,6 +53,7 @@ type Daemon struct {
 	notReady atomic.Pointer[error] // why /readyz fails; nil when ready
 	mu       sync.Mutex
 	stops    []stop
+	degraded map[string][]string // optional dependency -> its task types not ready
 }
 
 type stop struct {
@@ -132,7 +133,8 @@ func (d *Daemon) Ready(ctx context.Context) error {
 // when given) and whatever the caller put on mux, on addr, from now on:
 // probes answer while Redis is still awaited. It stops last.
 func (d *Daemon) Listen(addr string, mux *http.ServeMux, token string, dashboard http.Handler) (*admin.Server, error) {
-	admin.Routes(mux, admin.Options{Token: token, Gatherer: d.Registry, Ready: d.Ready, Log: d.log, Dashboard: dashboard})
+	admin.Routes(mux, admin.Options{Token: token, Gatherer: d.Registry, Ready: d.Ready,
+		Degraded: d.Degraded, Log: d.log, Dashboard: dashboard})
 	srv, err := admin.Listen(addr, mux)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on %s: %w", d.opts.Name, addr, err)
