@@ -24,6 +24,7 @@ type Metrics struct {
 	leaseLost *prometheus.CounterVec
 	handler   *prometheus.HistogramVec
 	depUp     *prometheus.GaugeVec
+	build     *prometheus.GaugeVec
 }
 
 // NewMetrics registers onceq's collectors with reg.
@@ -46,10 +47,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "onceq_dependency_up",
 			Help: "1 while an optional dependency (postgres) answers; its task types are not ready while 0.",
 		}, []string{"dependency"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "onceq_build_info",
+			Help: "1, labelled with the running build's version and commit.",
+		}, []string{"version", "commit"}),
 	}
-	reg.MustRegister(m.decisions, m.leaseLost, m.handler, m.depUp)
+	reg.MustRegister(m.decisions, m.leaseLost, m.handler, m.depUp, m.build)
 	return m
 }
+
+// Build exports onceq_build_info for version and commit.
+func (m *Metrics) Build(version, commit string) { m.build.WithLabelValues(version, commit).Set(1) }
 
 // DependencyUp sets whether the optional dependency name answers.
 func (m *Metrics) DependencyUp(name string, up bool) {

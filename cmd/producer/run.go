@@ -13,6 +13,7 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/version"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -102,7 +103,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, usage+"\n\nEnvironment variables:")
 		return config.Usage(stdout, config.Producer{})
 	case "--version", "-version", "version":
-		fmt.Fprintln(stdout, "producer", version())
+		fmt.Fprintln(stdout, "producer", version.String())
 		return nil
 	case "serve":
 		return serve(ctx, args, stdout, stderr)

@@ -16,6 +16,7 @@ import (
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/version"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
 )
@@ -38,6 +39,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
 		fmt.Fprintln(stdout, "onceq worker: runs asynq tasks once in effect. Environment variables:")
 		return config.Usage(stdout, config.Worker{})
+	}
+	if slices.Contains(args, "--version") || slices.Contains(args, "version") {
+		fmt.Fprintln(stdout, "worker", version.String())
+		return nil
 	}
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (configuration is ONCEQ_* variables; see --help)", args)

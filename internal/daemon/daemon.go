@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/internal/version"
 	"github.com/onceq/onceq/observe"
 )
 
@@ -93,6 +94,9 @@ func New(o Options) (*Daemon, error) {
 	d.Where = Where(ro)
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Metrics = observe.NewMetrics(d.Registry)
+	v, c := version.Get()
+	d.Metrics.Build(v, c)
+	o.Log.Info("starting", zap.String("version", v), zap.String("commit", c))
 	o.Log.Info("using redis", zap.String("redis", d.Where), zap.Bool("embedded", d.embedded),
 		zap.Int("min_replicas", o.Redis.MinReplicas))
 	return d, nil

@@ -162,3 +162,19 @@ func get(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// onceq_build_info is exported with the build's version, for alerts and
+// dashboards that compare pods during a rollout.
+func TestBuildInfo(t *testing.T) {
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + redistest.Client(t).Options().Addr}})
+	mfs, err := d.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "onceq_build_info" && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge().GetValue() == 1 {
+			return
+		}
+	}
+	t.Fatal("no onceq_build_info 1 in the registry")
+}

@@ -82,10 +82,11 @@ type daemonProc struct {
 	err    error
 }
 
-func buildDaemons(t *testing.T) string {
+func buildDaemons(t *testing.T, flags ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/worker", "./cmd/producer")
+	args := append(append([]string{"build", "-o", dir + string(filepath.Separator)}, flags...), "./cmd/worker", "./cmd/producer")
+	build := exec.Command("go", args...)
 	build.Dir = filepath.Join("..", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -156,5 +157,16 @@ func checkJSON(t *testing.T, d *daemonProc) {
 	}
 	if n == 0 {
 		t.Errorf("%s wrote nothing", d.name)
+	}
+}
+
+// Both binaries say which build they are, as the image build stamps it.
+func TestVersionStamped(t *testing.T) {
+	bin := buildDaemons(t, "-ldflags", "-X github.com/onceq/onceq/internal/version.version=v9.8.7 -X github.com/onceq/onceq/internal/version.commit=0123456789abcdef")
+	for _, name := range []string{"worker", "producer"} {
+		out, err := exec.Command(filepath.Join(bin, name), "--version").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "v9.8.7 (0123456789ab)") {
+			t.Errorf("%s --version: %v %q, want the stamped version and commit", name, err, out)
+		}
 	}
 }
