@@ -73,7 +73,10 @@ func (m *Metrics) DependencyUp(name string, up bool) {
 var sideOutcomes = map[string][]string{
 	"worker": {"claimed", "duplicate", "in_progress", "mismatch",
 		"completed", "released", "lease_lost", "bad_payload", "orphaned", "lease_expired", "error"},
-	"producer": {"enqueued", "duplicate", "throttled", "error"},
+	"producer": {"enqueued", "duplicate", "conflict", "throttled", "error"},
+	// The API's own: Idempotency-Key claims (namespace "http") and refusals
+	// before the Producer (a type's namespace).
+	"api": {"claimed", "duplicate", "in_progress", "mismatch", "bad_payload", "error"},
 }
 
 // Zero starts the counters of side for each key namespace at zero (the

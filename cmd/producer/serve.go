@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -66,6 +67,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		types = append(types, k.Type)
 	}
 	metrics.Zero("producer", types)
+	metrics.Zero("api", append(types, api.ReplayNamespace))
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
@@ -106,6 +108,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		ReplayCacheTTL: min(30*time.Second, cfg.ReplayTTL/2),
 		Log:            log,
 		Observer:       metrics.Observer(log, "api"),
+		Requests:       observe.NewHTTP(d.Registry),
 	}
 	for src, sc := range cfg.WebhookSchemes {
 		opts.WebhookSchemes[src] = api.Scheme(sc)
