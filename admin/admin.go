@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynqmon"
@@ -46,6 +47,10 @@ type Options struct {
 // ErrShuttingDown is what Ready returns once the process is stopping.
 var ErrShuttingDown = errors.New("shutting down")
 
+// ErrRefusesWrites is what Ready wraps when Redis answers but refuses to
+// write; /readyz names Redis's error code (NOREPLICAS, READONLY, OOM).
+var ErrRefusesWrites = errors.New("redis refuses writes")
+
 // Routes registers /healthz, /readyz, /metrics and /monitoring/ on mux.
 func Routes(mux *http.ServeMux, o Options) {
 	if o.Log == nil {
@@ -68,8 +73,11 @@ func Routes(mux *http.ServeMux, o Options) {
 			if err := o.Ready(ctx); err != nil {
 				// Unauthenticated: no addresses or driver messages.
 				why := "redis unreachable"
-				if errors.Is(err, ErrShuttingDown) {
+				switch {
+				case errors.Is(err, ErrShuttingDown):
 					why = "shutting down"
+				case errors.Is(err, ErrRefusesWrites):
+					why = "redis refuses writes (" + refusal(err) + ")"
 				}
 				o.Log.Warn("admin: not ready", zap.String("reason", why), zap.Error(err))
 				http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
@@ -89,6 +97,18 @@ func Routes(mux *http.ServeMux, o Options) {
 	if o.Dashboard != nil {
 		mux.Handle("/monitoring/", frameDeny(sameOrigin(RequireToken(o.Token, o.Dashboard))))
 	}
+}
+
+// refusal is the code of Redis's error (its first word: NOREPLICAS,
+// READONLY, OOM), or "not replicated" for a failed WAIT: no addresses or
+// messages for an unauthenticated reader.
+func refusal(err error) string {
+	var re redis.Error
+	if errors.As(err, &re) {
+		code, _, _ := strings.Cut(re.Error(), " ")
+		return code
+	}
+	return "not replicated"
 }
 
 // Dashboard is asynqmon on an existing client. readOnly hides every action

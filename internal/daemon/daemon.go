@@ -125,13 +125,25 @@ func (d *Daemon) setNotReady(why error) { d.notReady.Store(&why) }
 func (d *Daemon) SetReady() { d.notReady.Store(nil) }
 
 // Ready is /readyz: not before SetReady, not during shutdown, not while
-// Redis does not answer.
+// Redis does not answer, and not while it refuses writes. PING answers on
+// a Redis that refuses every write (NOREPLICAS under min-replicas-to-write,
+// READONLY on a demoted master, OOM at maxmemory, too few replicas for
+// ONCEQ_REDIS_MIN_REPLICAS' WAIT), so the probe writes: one short-lived key.
 func (d *Daemon) Ready(ctx context.Context) error {
 	if why := d.notReady.Load(); why != nil {
 		return *why
 	}
-	return d.Redis.Ping(ctx).Err()
+	err := d.Redis.Set(ctx, readyKey, "1", 10*time.Second).Err()
+	var re redis.Error
+	if err != nil && (errors.As(err, &re) || errors.Is(err, ErrNotReplicated)) {
+		return fmt.Errorf("%w: %w", admin.ErrRefusesWrites, err)
+	}
+	return err
 }
+
+// readyKey is what the readiness probe writes; its own hash tag keeps it off
+// every queue's slot.
+const readyKey = "onceq:{readyz}:probe"
 
 // Listen serves the admin routes (health, readiness, metrics, the dashboard
 // when given) and whatever the caller put on mux, on addr, from now on:

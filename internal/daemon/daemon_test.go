@@ -2,8 +2,10 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/redistest"
@@ -58,7 +61,7 @@ func TestPasswordWithoutURL(t *testing.T) {
 		t.Fatalf("write with the password: %v", err)
 	}
 	for _, e := range logs.All() {
-		if strings.Contains(e.Message+e.ContextMap()["redis"].(string), "s3cret") {
+		if strings.Contains(fmt.Sprint(e.Message, e.ContextMap()), "s3cret") {
 			t.Fatalf("password logged: %v", e)
 		}
 	}
@@ -177,4 +180,62 @@ func TestBuildInfo(t *testing.T) {
 		}
 	}
 	t.Fatal("no onceq_build_info 1 in the registry")
+}
+
+// A Redis that answers PING but refuses writes (here NOREPLICAS: it wants a
+// replica it does not have) makes the daemon not ready, and /readyz says
+// why; it said ready. Writes accepted again: ready again.
+func TestNotReadyWhileWritesRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr}})
+	if err := d.WaitRedis(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	d.SetReady()
+	mux := http.NewServeMux()
+	admin.Routes(mux, admin.Options{Ready: d.Ready})
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q, want ready", code, body)
+	}
+	rdb := srv.Client(t)
+	if err := rdb.ConfigSet(t.Context(), "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "redis refuses writes (NOREPLICAS)") {
+		t.Fatalf("/readyz %d %q while Redis refuses writes", code, body)
+	}
+	if err := rdb.ConfigSet(t.Context(), "min-replicas-to-write", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q once writes are accepted again", code, body)
+	}
+}
+
+// Redis's default persistence, RDB snapshots without AOF, is warned about:
+// 20 of 20 jobs ran again after such a Redis restarted. AOF is not.
+func TestRDBOnlyWarning(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--appendonly", "no", "--save", "3600 1"}, true},
+		{[]string{"--appendonly", "yes", "--save", "3600 1"}, false},
+	} {
+		srv := redistest.Start(t, c.args...)
+		d, logs := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr}})
+		if err := d.WaitRedis(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := logged(logs, "RDB snapshots only"); got != c.warn {
+			t.Errorf("%v: RDB-only warning %v, want %v", c.args, got, c.warn)
+		}
+	}
 }
