@@ -2,6 +2,7 @@ package pgledger
 
 import (
 	"context"
+	"slices"
 
 	"github.com/onceq/onceq"
 )
@@ -13,12 +14,19 @@ import (
 type StatusStore struct {
 	onceq.Store
 	Ledger *Ledger
+	// Namespaces are the key namespaces of the jobs that run under the
+	// ledger; other keys are read from Store alone, so they are answered
+	// while Postgres is down. Default: every namespace.
+	Namespaces []string
 }
 
 // Status: a done ledger row wins (Redis may have forgotten it); otherwise
 // the Redis record says more (a running claim, its lease), and the ledger's
 // failed row is the fallback.
 func (s StatusStore) Status(ctx context.Context, key onceq.Key) (onceq.Record, error) {
+	if s.Namespaces != nil && !slices.Contains(s.Namespaces, key.Namespace) {
+		return s.Store.Status(ctx, key)
+	}
 	row, err := s.Ledger.Status(ctx, key)
 	if err != nil || row.State == onceq.StatusDone {
 		return row, err

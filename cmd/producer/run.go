@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/version"
 	"github.com/onceq/onceq/observe/tracing"
 	"github.com/onceq/onceq/tasks"
 )
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, usage+"\n\nEnvironment variables:")
 		return config.Usage(stdout, config.Producer{})
 	case "--version", "-version", "version":
-		fmt.Fprintln(stdout, "producer", version())
+		fmt.Fprintln(stdout, "producer", version.String())
 		return nil
 	case "serve":
 		return serve(ctx, args, stdout, stderr)
@@ -212,11 +213,13 @@ func connected(ctx context.Context, cfg config.Producer, f func(*onceq.Producer,
 		return err
 	}
 	// Status reads consult the Postgres ledger, when there is one.
-	st, closeLedger, err := withLedger(ctx, cfg.Postgres, store)
+	st, ledger, err := withLedger(cfg.Postgres, store)
 	if err != nil {
 		return err
 	}
-	defer closeLedger()
+	if ledger != nil {
+		defer ledger.Close()
+	}
 	tr, err := tracing.New(ctx, tracing.Options{Service: "onceq-producer"})
 	if err != nil {
 		return err
