@@ -79,7 +79,7 @@ func (e *events) count(k onceq.Key, outcome string) int {
 	return n
 }
 
-func newOutboxWorld(t *testing.T) *outboxWorld {
+func newOutboxWorld(t testing.TB) *outboxWorld {
 	t.Helper()
 	l, pool := newLedger(t, pgledger.Options{})
 	rdb := redistest.Client(t)

@@ -27,7 +27,7 @@ func (w *outboxWorld) runRelays(t *testing.T, n int, opts pgledger.RelayOptions)
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
@@ -132,7 +132,7 @@ func TestRelayKeepsKeyOrder(t *testing.T) {
 
 // waitListening waits for a relay's LISTEN: its first pass happens at
 // start, and a row committed before it listens proves nothing.
-func (w *outboxWorld) waitListening(t *testing.T) {
+func (w *outboxWorld) waitListening(t testing.TB) {
 	t.Helper()
 	waitFor(t, "the relay listening", func() bool {
 		var n int
