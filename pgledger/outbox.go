@@ -74,6 +74,10 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, j onceq.Job) (onceq.Outcome, erro
 		return onceq.Outcome{}, errors.New("pgledger: enqueue tx: job has no task (build jobs with a Spec: Typed.Job or Catalog.Build)")
 	case j.Queue == "":
 		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: job has no queue (build jobs with a Spec)", j.Key.String())
+	case j.Unique <= 0:
+		// Without it the task id is random, and a move repeated after a
+		// relay's crash would be a second task instead of a duplicate.
+		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: job has no unique window, so its key is not its task id (build jobs with a Spec)", j.Key.String())
 	}
 	if _, err := onceq.NewKey(j.Key.Namespace, j.Key.ID); err != nil {
 		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx: %w", err)

@@ -321,18 +321,19 @@ func TestEnqueueTxBadInput(t *testing.T) {
 			return nil
 		}}).Job(Charge{ID: "x", Amount: -1})
 	good := job(t, charges, Charge{ID: "pay-ok", Amount: 1})
-	noQueue := good
-	noQueue.Queue = ""
+	noQueue, noUnique := good, good
+	noQueue.Queue, noUnique.Unique = "", 0
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		for name, c := range map[string]struct {
 			tx pgx.Tx
 			j  onceq.Job
 		}{
-			"invalid payload": {tx, invalid},
-			"no task":         {tx, onceq.Job{Key: good.Key, Queue: "default"}},
-			"no queue":        {tx, noQueue},
-			"no transaction":  {nil, good},
-			"zero key":        {tx, onceq.Job{Task: good.Task, Queue: "default"}},
+			"invalid payload":  {tx, invalid},
+			"no task":          {tx, onceq.Job{Key: good.Key, Queue: "default"}},
+			"no queue":         {tx, noQueue},
+			"no unique window": {tx, noUnique},
+			"no transaction":   {nil, good},
+			"zero key":         {tx, onceq.Job{Task: good.Task, Queue: "default"}},
 		} {
 			if out, err := pgledger.EnqueueTx(ctx, c.tx, c.j); err == nil {
 				t.Errorf("%s: %+v, want an error", name, out)
