@@ -182,3 +182,33 @@ func TestWorkerPrunesLedger(t *testing.T) {
 		t.Fatalf("no log line for the pruned row:\n%s", w.logs)
 	}
 }
+
+// ONCEQ_OUTBOX=on: the worker relays a job an application committed with
+// pgledger.EnqueueTx, and runs it.
+func TestWorkerRelaysOutbox(t *testing.T) {
+	dbURL := pgtest.New(t)
+	srv := redistest.Start(t)
+	cfg := baseEnv(t, srv.Addr)
+	cfg["ONCEQ_POSTGRES_URL"] = dbURL
+	cfg["ONCEQ_OUTBOX"] = "on"
+	startWorker(t, cfg)
+	e := newEnv(t, srv.Client(t))
+	j, err := testenv.Job(tasks.Orders.Job(tasks.Order{OrderID: "ord-outbox-1", Customer: "c1",
+		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := pgledger.EnqueueTx(ctx, tx, j)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, j.Key, onceq.StatusDone)
+}

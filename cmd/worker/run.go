@@ -110,6 +110,13 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	}
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
 	deps.Ledger = ledger
+	if cfg.Outbox == config.OutboxOn {
+		stopRelay, err := startRelay(ledger, producer, metrics.Observer(log, "relay"), log)
+		if err != nil {
+			return err
+		}
+		d.OnStop("outbox relay", func(context.Context) error { stopRelay(); return nil })
+	}
 
 	srv, err := onceq.NewServer(rdb, store, asynq.Config{
 		Concurrency:              cfg.Concurrency,
