@@ -15,7 +15,6 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/internal/redistest"
-	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -59,23 +58,7 @@ func TestStatusReadsTheLedger(t *testing.T) {
 	}
 	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
 	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-shop-0123456789")
-	sctx, cancel := context.WithCancel(t.Context())
-	var stderr testenv.Buffer
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- serveWith(sctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-		defer func() { cancel(); <-done }()
-	case err := <-done:
-		cancel()
-		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
-	case <-time.After(10 * time.Second):
-		cancel()
-		t.Fatalf("serve not ready\n%s", stderr.String())
-	}
+	addr := startServe(t).addr
 	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/jobs/order:fulfil%2Ford-status-1", nil)
 	req.Header.Set("Authorization", "Bearer tok-shop-0123456789")
 	resp, err := http.DefaultClient.Do(req)
@@ -103,20 +86,8 @@ func TestServePostgresUnreachable(t *testing.T) {
 	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
 	t.Setenv("ONCEQ_POSTGRES_URL", "postgres://app:hunter2-not-logged@127.0.0.1:1/app?connect_timeout=2")
 	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
-	sctx, cancel := context.WithCancel(t.Context())
-	var stderr testenv.Buffer
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- serveWith(sctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-		defer func() { cancel(); <-done }()
-	case err := <-done:
-		cancel()
-		t.Fatalf("serve ended with Postgres unreachable: %v\n%s", err, stderr.String())
-	}
+	s := startServe(t) // it used to end at once with Postgres unreachable
+	addr, stderr := s.addr, s.logs
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {

@@ -92,23 +92,8 @@ func TestServe(t *testing.T) {
 	t.Setenv("ONCEQ_WEBHOOK_SECRETS", "acme:whsec-acme")
 	t.Setenv("ONCEQ_LOG_LEVEL", "debug")
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var stderr testenv.Buffer
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serveWith(ctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	var base string
-	select {
-	case addr := <-ready:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatalf("serve not ready\n%s", stderr.String())
-	}
+	s := startServe(t)
+	base, stderr := "http://"+s.addr, s.logs
 	if !strings.Contains(stderr.String(), base) {
 		t.Errorf("the bound address %s is not logged:\n%s", base, stderr.String())
 	}
@@ -251,14 +236,8 @@ func TestServe(t *testing.T) {
 		}
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop within 15s of cancellation")
+	if err := s.stop(); err != nil {
+		t.Fatalf("serve: %v", err)
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("still serving after shutdown")
@@ -288,20 +267,8 @@ func TestServeMetrics(t *testing.T) {
 	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
 	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
 	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-shop-0123456789")
-	ctx, cancel := context.WithCancel(t.Context())
-	var stderr testenv.Buffer
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- serveWith(ctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-		defer func() { cancel(); <-done }()
-	case err := <-done:
-		cancel()
-		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
-	}
+	s := startServe(t)
+	addr, stderr := s.addr, s.logs
 	metrics := func() string {
 		t.Helper()
 		req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
