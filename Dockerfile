@@ -3,7 +3,11 @@
 #   /usr/local/bin/onceq-producer  the CLI; `onceq-producer serve` is the ingest API
 # Configuration is ONCEQ_* environment variables only (--help lists them).
 #
-#   docker build -t ghcr.io/onceq/onceq:0.1.0 .
+#   docker build -t ghcr.io/onceq/onceq:0.1.0 \
+#     --build-arg VERSION=0.1.0 --build-arg COMMIT="$(git rev-parse HEAD)" .
+#
+# VERSION and COMMIT are stamped into both binaries (--version,
+# onceq_build_info): the context has no .git for Go to read them from.
 #
 # Builds with BuildKit and with the classic builder alike: no syntax parser
 # directive (BuildKit would fetch that frontend from a registry), no
@@ -20,7 +24,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -tags timetzdata -ldflags="-s -w" -o /out/ ./cmd/worker ./cmd/producer \
+ARG VERSION=""
+ARG COMMIT=""
+RUN CGO_ENABLED=0 go build -trimpath -tags timetzdata -o /out/ \
+      -ldflags="-s -w -X github.com/onceq/onceq/internal/version.version=${VERSION} -X github.com/onceq/onceq/internal/version.commit=${COMMIT}" \
+      ./cmd/worker ./cmd/producer \
  && mkdir -p /out/data/outbox /out/data/scan
 
 # static: no libc needed (CGO_ENABLED=0); :nonroot runs as 65532.

@@ -22,6 +22,8 @@ const (
 	StatusFailed    Status = "failed"    // the last run failed and no task is left to retry
 	StatusArchived  Status = "archived"  // asynq gave up (retries spent or not retryable)
 	StatusUnknown   Status = "unknown"   // nothing is known (never seen, or expired)
+	// pgledger.StatusOutbox, "outbox": committed in the application's
+	// transaction, not yet moved into asynq by a relay.
 )
 
 // JobStatus answers "did this job run?": the idempotency record merged with
@@ -91,13 +93,10 @@ func statusOf(k Key, rec Record, info *asynq.TaskInfo) JobStatus {
 		if j.Error == "" {
 			j.Error = info.LastErr
 		}
-	} else {
-		switch rec.State {
-		case StatusRunning:
-			j.State = StatusRunning
-		case StatusFailed:
-			j.State = StatusFailed
-		}
+	} else if rec.State != "" {
+		// Without a task the record says where the job is: running,
+		// failed, or a state of a Store's own (pgledger's outbox).
+		j.State = rec.State
 	}
 	switch {
 	case rec.State == StatusDone:

@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynqmon"
@@ -28,6 +29,10 @@ type Options struct {
 	// running). Its error goes to Log; /readyz, which anyone may read, says
 	// only "shutting down" (ErrShuttingDown) or "redis unreachable".
 	Ready func(ctx context.Context) error
+	// Degraded are lines /readyz adds to "ready": parts of the process
+	// that cannot serve while the rest can (an optional dependency down).
+	// Default: none.
+	Degraded func() []string
 	// Log gets why the process is not ready. Default: none.
 	Log *zap.Logger
 	// Guard, when set, replaces the Token check on /metrics (the API's
@@ -41,6 +46,10 @@ type Options struct {
 
 // ErrShuttingDown is what Ready returns once the process is stopping.
 var ErrShuttingDown = errors.New("shutting down")
+
+// ErrRefusesWrites is what Ready wraps when Redis answers but refuses to
+// write; /readyz names Redis's error code (NOREPLICAS, READONLY, OOM).
+var ErrRefusesWrites = errors.New("redis refuses writes")
 
 // Routes registers /healthz, /readyz, /metrics and /monitoring/ on mux.
 func Routes(mux *http.ServeMux, o Options) {
@@ -64,8 +73,11 @@ func Routes(mux *http.ServeMux, o Options) {
 			if err := o.Ready(ctx); err != nil {
 				// Unauthenticated: no addresses or driver messages.
 				why := "redis unreachable"
-				if errors.Is(err, ErrShuttingDown) {
+				switch {
+				case errors.Is(err, ErrShuttingDown):
 					why = "shutting down"
+				case errors.Is(err, ErrRefusesWrites):
+					why = "redis refuses writes (" + refusal(err) + ")"
 				}
 				o.Log.Warn("admin: not ready", zap.String("reason", why), zap.Error(err))
 				http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
@@ -73,6 +85,11 @@ func Routes(mux *http.ServeMux, o Options) {
 			}
 		}
 		w.Write([]byte("ready\n"))
+		if o.Degraded != nil {
+			for _, line := range o.Degraded() {
+				w.Write([]byte(line + "\n"))
+			}
+		}
 	})
 	if o.Gatherer != nil {
 		// OpenMetrics, to a scraper that asks for it, carries the handler
@@ -82,6 +99,18 @@ func Routes(mux *http.ServeMux, o Options) {
 	if o.Dashboard != nil {
 		mux.Handle("/monitoring/", frameDeny(sameOrigin(RequireToken(o.Token, o.Dashboard))))
 	}
+}
+
+// refusal is the code of Redis's error (its first word: NOREPLICAS,
+// READONLY, OOM), or "not replicated" for a failed WAIT: no addresses or
+// messages for an unauthenticated reader.
+func refusal(err error) string {
+	var re redis.Error
+	if errors.As(err, &re) {
+		code, _, _ := strings.Cut(re.Error(), " ")
+		return code
+	}
+	return "not replicated"
 }
 
 // Dashboard is asynqmon on an existing client. readOnly hides every action

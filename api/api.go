@@ -84,8 +84,12 @@ type Options struct {
 	// Log gets failures; decisions go through Observer. Default: none.
 	Log *zap.Logger
 	// Observer sees the API's own decisions (replayed, in progress,
-	// mismatch, throttled, bad payload). Default: none.
+	// mismatch, bad payload, error); the Producer's Observer sees the
+	// enqueue decisions (throttled among them). Default: none.
 	Observer onceq.Observer
+	// Requests sees every request the API answers, by route pattern;
+	// New starts each route's series. Default: none.
+	Requests Requests
 	// Now is the clock for signature timestamps. Default: time.Now.
 	Now func() time.Time
 }
@@ -126,6 +130,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Requests == nil {
+		o.Requests = noRequests{}
 	}
 	if o.Catalog == nil {
 		c, err := tasks.NewCatalog(tasks.Windows{})
@@ -229,7 +236,7 @@ func New(o Options) (http.Handler, error) {
 	}
 	s := &server{opts: o, sources: sources, creds: credentials(cs), guard: guard,
 		budget: &budget{sem: semaphore.NewWeighted(o.WebhookBodyBudget), wait: o.WebhookBudgetWait, bodyTimeout: o.WebhookBodyTimeout}}
-	mux := http.NewServeMux()
+	mux := &routes{ServeMux: http.NewServeMux(), zero: o.Requests.Zero}
 	for _, k := range o.Catalog.Kinds() {
 		if k.Route != "" {
 			handle(mux, http.MethodPost, "/v1/"+k.Route, s.bearer(s.ingest(k)))
@@ -248,10 +255,27 @@ func New(o Options) (http.Handler, error) {
 	return s.base(mux), nil
 }
 
-// base sets what every response carries and turns a panic into a 500
-// problem instead of a dropped connection. No CORS headers, ever: browsers
-// get no cross-origin access.
+// base sets what every response carries, turns a panic into a 500
+// problem instead of a dropped connection, and counts each answer by the
+// route the mux chose (r.Pattern, set on this very request). A 401 is
+// logged too: a caller with a wrong or missing token is otherwise invisible.
+// No CORS headers, ever: browsers get no cross-origin access.
 func (s *server) base(next http.Handler) http.Handler {
+	problems := s.problems(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		problems.ServeHTTP(sw, r)
+		code := sw.code()
+		s.opts.Requests.Observe(r.Pattern, code, time.Since(start))
+		if code == http.StatusUnauthorized {
+			s.opts.Log.Info("api: unauthorized", zap.String("route", r.Pattern), zap.String("remote", r.RemoteAddr),
+				zap.Bool("authorization_sent", r.Header.Get("Authorization") != ""))
+		}
+	})
+}
+
+func (s *server) problems(next http.Handler) http.Handler {
 	return Problems(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")

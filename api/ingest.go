@@ -192,7 +192,7 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 			Status: http.StatusUnprocessableEntity, Key: out.Key,
 			Detail: "the job key was accepted before with other content; nothing was enqueued"})
 	case onceq.Throttled:
-		s.opts.Observer(ctx, onceq.Event{Op: "enqueue", Key: j.Key, Outcome: "throttled", Reason: out.Reason})
+		// Counted and logged by the Producer, like every enqueue decision.
 		// Not out.Reason: it names the job that holds the window, which
 		// may be another client's.
 		return problemOf(Problem{Type: ProblemType + probThrottled.slug, Title: probThrottled.title,

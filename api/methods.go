@@ -9,7 +9,7 @@ import (
 // handle registers h for pattern's method and, for that path with any
 // other method, a 405 problem with Allow (RFC 9110 §15.5.6). The mux would
 // write a plain-text 405 itself, but only where no catch-all matches.
-func handle(mux *http.ServeMux, method, path string, h http.Handler) {
+func handle(mux *routes, method, path string, h http.Handler) {
 	mux.Handle(method+" "+path, h)
 	allow := method
 	if method == http.MethodGet {

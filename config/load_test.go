@@ -22,7 +22,7 @@ func defaultWorker() Worker {
 		Tasks:       Tasks{SMTPFrom: "onceq@localhost", OutboxDir: "outbox", ScanRoot: ".", ScanMaxBytes: 64 << 20},
 		Queues:      map[string]int{"critical": 6, "default": 3, "low": 1},
 		Concurrency: 10, ShutdownTimeout: 25 * time.Second, Embedded: "auto", MaxmemoryPolicy: "warn", Liveness: 3 * time.Second,
-		TaskLog: true,
+		Outbox: "off", TaskLog: true,
 	}
 }
 
@@ -75,7 +75,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_SCAN_SIGNATURES": "/etc/sigs.txt", "ONCEQ_SCAN_MAX_BYTES": "1048576", "ONCEQ_CLAMD_ADDR": "clamd:3310",
 	"ONCEQ_GATEWAY_URL": "https://pay.example/v1", "ONCEQ_GATEWAY_TOKEN": "gwtok", "ONCEQ_HTTP_HOSTS": "onceq.test,box.lan",
 	"ONCEQ_QUEUES": "high:5,bulk:1", "ONCEQ_STRICT_PRIORITY": "true", "ONCEQ_CONCURRENCY": "32",
-	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse", "ONCEQ_LIVENESS": "5s",
+	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse", "ONCEQ_LIVENESS": "5s", "ONCEQ_OUTBOX": "on",
 	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "acme:acs,github:ghs,stripe:sts,stripe:sts2",
 	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_WEBHOOK_BODY_BUDGET": "4096", "ONCEQ_REPLAY_TTL": "6h",
 	"ONCEQ_POSTGRES_URL": "postgres://app:pgpw@db.example/app", "ONCEQ_POSTGRES_MAX_CONNS": "40",
@@ -108,6 +108,7 @@ func TestEveryKnobParses(t *testing.T) {
 			GatewayURL: "https://pay.example/v1", GatewayToken: "gwtok"},
 		Queues: map[string]int{"high": 5, "bulk": 1}, StrictPriority: true, Concurrency: 32,
 		ShutdownTimeout: 40 * time.Second, Embedded: "never", MaxmemoryPolicy: "refuse", Liveness: 5 * time.Second,
+		Outbox: "on",
 	}
 	wantAPI := API{Redis: redis, Log: log, Dedup: dedup, Postgres: pg, HTTPHosts: hosts, Addr: "0.0.0.0:9091",
 		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"acme": {"acs"}, "github": {"ghs"}, "stripe": {"sts", "sts2"}},

@@ -34,3 +34,16 @@ func (l Log) validate() error {
 	}
 	return nil
 }
+
+// LogFrom is the Log of env on its own, for the lines a process writes
+// before (or instead of) loading its whole configuration, such as why it
+// could not start. An invalid value falls back to the defaults, so that the
+// failure is still reported, in the shape production expects.
+func LogFrom(env map[string]string) Log {
+	var l Log
+	if decode(env, &l) != nil || l.validate() != nil {
+		l = Log{}
+		_ = decode(nil, &l) // the defaults always decode
+	}
+	return l
+}

@@ -81,6 +81,9 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_POSTGRES_RETENTION", "0s", "ONCEQ_POSTGRES_RETENTION must be positive"},
 		{"ONCEQ_POSTGRES_RETENTION", "1h", "shorter than ONCEQ_DONE_TTL"},
 		{"ONCEQ_POSTGRES_RETENTION", "24h", ""},
+		{"ONCEQ_OUTBOX", "yes", `ONCEQ_OUTBOX must be "on" or "off"`},
+		{"ONCEQ_OUTBOX", "on", "ONCEQ_OUTBOX=on needs ONCEQ_POSTGRES_URL"},
+		{"ONCEQ_OUTBOX", "off", ""},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			loadWorkerWants(t, map[string]string{tc.key: tc.value}, tc.want)

@@ -21,6 +21,12 @@ const (
 	MaxmemoryRefuse = "refuse" // exit: evicted keys would lose idempotency records
 )
 
+// Values of Worker.Outbox.
+const (
+	OutboxOn  = "on"  // the worker runs an outbox relay
+	OutboxOff = "off" // it does not
+)
+
 // Worker is the configuration of cmd/worker.
 type Worker struct {
 	Redis
@@ -67,6 +73,14 @@ type Worker struct {
 	// Default: 3s.
 	Liveness time.Duration `envconfig:"ONCEQ_LIVENESS" default:"3s" desc:"liveness key TTL; other workers recover a gone worker's tasks after it (0s: off, asynq's recoverer alone)"`
 
+	// Outbox runs a relay of the Postgres outbox in the worker: "on" moves
+	// jobs that applications committed with pgledger.EnqueueTx into asynq,
+	// deleting each row once moved; "off" leaves that to other relays
+	// (`producer relay`). Any number of relays run side by side. Needs
+	// ONCEQ_POSTGRES_URL.
+	// Default: off.
+	Outbox string `envconfig:"ONCEQ_OUTBOX" default:"off" desc:"on: relay jobs committed to the Postgres outbox (pgledger.EnqueueTx) into asynq; needs ONCEQ_POSTGRES_URL"`
+
 	// TaskLog logs one info line per finished task (type, key, outcome,
 	// attempt, duration); failures are logged at warn either way.
 	// Default: true.
@@ -93,6 +107,12 @@ func (w Worker) validate() error {
 	}
 	if w.Liveness != 0 && w.Liveness < 300*time.Millisecond {
 		return fmt.Errorf("config: ONCEQ_LIVENESS must be 0s (off) or at least 300ms, got %s", w.Liveness)
+	}
+	switch {
+	case w.Outbox != OutboxOn && w.Outbox != OutboxOff:
+		return fmt.Errorf("config: ONCEQ_OUTBOX must be %q or %q, got %q", OutboxOn, OutboxOff, w.Outbox)
+	case w.Outbox == OutboxOn && !w.Postgres.Configured():
+		return errors.New("config: ONCEQ_OUTBOX=on needs ONCEQ_POSTGRES_URL: the outbox is a table in the application's Postgres")
 	}
 	if w.Embedded != EmbeddedAuto && w.Embedded != EmbeddedNever {
 		return fmt.Errorf("config: ONCEQ_EMBEDDED must be %q or %q, got %q", EmbeddedAuto, EmbeddedNever, w.Embedded)

@@ -7,8 +7,10 @@
 // The scenarios (kill -9 mid-handler, SIGTERM and SIGHUP drains, a second
 // SIGTERM forcing the exit, Redis restart with AOF, a network cut between a
 // worker and Redis, a duplicate storm, a Sentinel failover and kill -9 of
-// the master with and without ONCEQ_REDIS_MIN_REPLICAS, and no key left
-// stuck by kill -9, SIGSTOP and a Redis restart at once) take minutes,
+// the master with and without ONCEQ_REDIS_MIN_REPLICAS, no key left
+// stuck by kill -9, SIGSTOP and a Redis restart at once, and the Postgres
+// outbox through kill -9 of the application and of a relay and restarts
+// of Redis and Postgres) take minutes,
 // mostly waiting on asynq's own timers, so they run only with
 // ONCEQ_FAULT_TESTS=1, all at once (TestMain raises -test.parallel unless it
 // was given), each on its own redis-server:

@@ -23,6 +23,8 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	leaseLost *prometheus.CounterVec
 	handler   *prometheus.HistogramVec
+	depUp     *prometheus.GaugeVec
+	build     *prometheus.GaugeVec
 }
 
 // NewMetrics registers onceq's collectors with reg.
@@ -41,9 +43,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Handler run time by task type and outcome (ok, error, panic); duplicates never run.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"type", "outcome"}),
+		depUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "onceq_dependency_up",
+			Help: "1 while an optional dependency (postgres) answers; its task types are not ready while 0.",
+		}, []string{"dependency"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "onceq_build_info",
+			Help: "1, labelled with the running build's version and commit.",
+		}, []string{"version", "commit"}),
 	}
-	reg.MustRegister(m.decisions, m.leaseLost, m.handler)
+	reg.MustRegister(m.decisions, m.leaseLost, m.handler, m.depUp, m.build)
 	return m
+}
+
+// Build exports onceq_build_info for version and commit.
+func (m *Metrics) Build(version, commit string) { m.build.WithLabelValues(version, commit).Set(1) }
+
+// DependencyUp sets whether the optional dependency name answers.
+func (m *Metrics) DependencyUp(name string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.depUp.WithLabelValues(name).Set(v)
 }
 
 // sideOutcomes are the outcomes each side reports, started at zero so that
@@ -51,7 +73,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 var sideOutcomes = map[string][]string{
 	"worker": {"claimed", "duplicate", "in_progress", "mismatch",
 		"completed", "released", "lease_lost", "bad_payload", "orphaned", "lease_expired", "error"},
-	"producer": {"enqueued", "duplicate", "throttled", "error"},
+	"producer": {"enqueued", "duplicate", "conflict", "throttled", "error"},
+	// The API's own: Idempotency-Key claims (namespace "http") and refusals
+	// before the Producer (a type's namespace).
+	"api": {"claimed", "duplicate", "in_progress", "mismatch", "bad_payload", "error"},
 }
 
 // Zero starts the counters of side for each key namespace at zero (the

@@ -23,4 +23,19 @@
 // Rows are kept until Prune removes done rows older than a retention the
 // application chooses: the table belongs to the application's database.
 // cmd/worker prunes at start and hourly (ONCEQ_POSTGRES_RETENTION).
+//
+// # The outbox
+//
+// EnqueueTx writes a job into the onceq_outbox table inside the
+// application's own transaction (the order row and its payment job commit
+// together, or neither does) and answers what that transaction can know:
+// accepted into the outbox, or a duplicate or conflict of a job the outbox
+// or the ledger holds. A Relay moves committed rows into asynq through the
+// Producer, woken by NOTIFY at each commit and polling as the fallback; the
+// relay owns the table and deletes each row once the Producer answered for
+// it. Relays run side by side (FOR UPDATE SKIP LOCKED, a key's oldest row
+// first, so a key's jobs keep their commit order); a relay killed between
+// its enqueues and its delete leaves rows whose next move is a Duplicate,
+// because the key is the task id. Until it moves, a job's status is
+// StatusOutbox (through StatusStore).
 package pgledger

@@ -43,6 +43,21 @@ func New(pool *pgxpool.Pool, opts Options) *Ledger {
 // default, the larger of 4 and the CPU count), applies the ledger's
 // migrations and returns the Ledger; Close closes its pool.
 func Open(ctx context.Context, url string, maxConns int32, opts Options) (*Ledger, error) {
+	l, err := Connect(url, maxConns, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Setup(ctx); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Connect is Open without any I/O: the pool dials on first use, so an
+// unreachable Postgres is not an error yet. A process that can run without
+// Postgres calls Setup until it succeeds.
+func Connect(url string, maxConns int32, opts Options) (*Ledger, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's message can quote the URL, password included.
@@ -51,23 +66,23 @@ func Open(ctx context.Context, url string, maxConns int32, opts Options) (*Ledge
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: connect: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("pgledger: connect: %w", err)
-	}
-	ms, err := LedgerMigrations()
-	if err == nil {
-		err = Migrate(ctx, pool, "ledger", ms)
-	}
-	if err != nil {
-		pool.Close()
-		return nil, err
 	}
 	return New(pool, opts), nil
+}
+
+// Setup checks that Postgres answers and applies the ledger's migrations.
+func (l *Ledger) Setup(ctx context.Context) error {
+	if err := l.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pgledger: connect: %w", err)
+	}
+	ms, err := LedgerMigrations()
+	if err != nil {
+		return err
+	}
+	return Migrate(ctx, l.pool, "ledger", ms)
 }
 
 // Close closes the ledger's pool.

@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // newLedger opens a migrated ledger on a throwaway database with an
 // application table effects(key, n) for the handlers under test.
-func newLedger(t *testing.T, opts pgledger.Options) (*pgledger.Ledger, *pgxpool.Pool) {
+func newLedger(t testing.TB, opts pgledger.Options) (*pgledger.Ledger, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	l, err := pgledger.Open(ctx, pgtest.New(t), 16, opts)

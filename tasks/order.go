@@ -70,6 +70,11 @@ func (o Order) validate() error {
 	return nil
 }
 
+// Transactional are the types that run under the Postgres ledger: the ones
+// a Postgres that does not answer makes not ready, and the only ones whose
+// status the ledger holds.
+var Transactional = []string{TypeOrder}
+
 // orderSpec is the order:fulfil declaration: keyed by order_id, run under the
 // Postgres ledger (Deps.Ledger), refused where there is none.
 func orderSpec(Windows) onceq.Spec[Order] {

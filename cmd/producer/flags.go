@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/onceq/onceq/tasks"
@@ -179,31 +178,4 @@ func typeNames() []string {
 		names = append(names, k.Type)
 	}
 	return names
-}
-
-// version is the module version, or the VCS revision of a source build.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	v := bi.Main.Version
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		v += " (" + rev + dirty + ")"
-	}
-	return v + " " + bi.GoVersion
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/internal/redistest"
-	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -59,23 +58,7 @@ func TestStatusReadsTheLedger(t *testing.T) {
 	}
 	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
 	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-shop-0123456789")
-	sctx, cancel := context.WithCancel(t.Context())
-	var stderr testenv.Buffer
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- serveWith(sctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-		defer func() { cancel(); <-done }()
-	case err := <-done:
-		cancel()
-		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
-	case <-time.After(10 * time.Second):
-		cancel()
-		t.Fatalf("serve not ready\n%s", stderr.String())
-	}
+	addr := startServe(t).addr
 	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/jobs/order:fulfil%2Ford-status-1", nil)
 	req.Header.Set("Authorization", "Bearer tok-shop-0123456789")
 	resp, err := http.DefaultClient.Do(req)
@@ -91,5 +74,55 @@ func TestStatusReadsTheLedger(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&job); err != nil || resp.StatusCode != 200 || !job.Processed ||
 		job.State != "done" || !strings.Contains(string(job.Result), "shipment_ids") {
 		t.Fatalf("GET /v1/jobs: %d %+v %v", resp.StatusCode, job, err)
+	}
+}
+
+// Postgres unreachable at start: serve starts and takes an email, /readyz
+// says only order:fulfil is not ready, and a status read of the email needs
+// no Postgres. It used to exit 1 within 0.1 s.
+func TestServePostgresUnreachable(t *testing.T) {
+	rdb := redistest.Client(t)
+	opt := rdb.Options()
+	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
+	t.Setenv("ONCEQ_POSTGRES_URL", "postgres://app:hunter2-not-logged@127.0.0.1:1/app?connect_timeout=2")
+	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
+	s := startServe(t) // it used to end at once with Postgres unreachable
+	addr, stderr := s.addr, s.logs
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/readyz %d %q, want 200: only order:fulfil needs Postgres", resp.StatusCode, b)
+		}
+		if strings.Contains(string(b), "postgres unreachable: not ready: order:fulfil") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz %q never named Postgres", b)
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/v1/emails", "application/json",
+		strings.NewReader(`{"id":"pg-down-api-1","to":"ada@example.com","subject":"Hi","body":"."}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/emails with Postgres down: %d, want 202", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + addr + resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET the email's job with Postgres down: %d, want 200", resp.StatusCode)
+	}
+	if strings.Contains(stderr.String(), "hunter2") {
+		t.Fatalf("the password leaked:\n%s", stderr.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
 )
 
@@ -15,7 +16,13 @@ func main() {
 	ctx, stop := daemon.SignalContext(context.Background(), os.Stderr, os.Exit)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	if err != nil && err.Error() != "" {
+	switch {
+	case err == nil || err.Error() == "":
+	case len(os.Args) > 1 && os.Args[1] == "serve":
+		// A daemon's lines are all JSON in production; the other commands
+		// answer a person.
+		daemon.Fail(os.Stderr, config.Environ(), "api", err)
+	default:
 		fmt.Fprintln(os.Stderr, "producer:", err)
 	}
 	stop()

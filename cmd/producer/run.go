@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/version"
 	"github.com/onceq/onceq/observe/tracing"
 	"github.com/onceq/onceq/tasks"
 )
@@ -27,6 +28,9 @@ commands:
   enqueue  TYPE [JSON|-] [--key K]   any task type of the catalog, payload as JSON (- or none: stdin)
   batch    < jobs.jsonl   one {"type":..., "payload":{...}, "idempotency_key":...} per line
   status   KEY            did this job run? KEY is namespace/id or its task id
+  checkout < orders.jsonl  demo: each {"order_id","account","amount","currency"} line commits the
+                          order row and its payment job in one Postgres transaction (the outbox)
+  relay                   move jobs committed to the Postgres outbox into asynq, until stopped
   serve                   run the HTTP ingest API
   version                 print the version (also --version)
 
@@ -91,7 +95,7 @@ var enqueuers = map[string]func(args []string, stdin io.Reader, stdout io.Writer
 	"enqueue": enqueueArgs,
 }
 
-var commandNames = []string{"batch", "email", "enqueue", "payment", "scan", "serve", "status", "version"}
+var commandNames = []string{"batch", "checkout", "email", "enqueue", "payment", "relay", "scan", "serve", "status", "version"}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -104,10 +108,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, usage+"\n\nEnvironment variables:")
 		return config.Usage(stdout, config.Producer{})
 	case "--version", "-version", "version":
-		fmt.Fprintln(stdout, "producer", version())
+		fmt.Fprintln(stdout, "producer", version.String())
 		return nil
 	case "serve":
 		return serve(ctx, args, stdout, stderr)
+	case "checkout":
+		return checkout(ctx, args, stdin, stdout)
+	case "relay":
+		return relay(ctx, args, stdout, stderr)
 	case "batch", "status":
 		return withProducer(ctx, cmd, args, stdin, stdout)
 	}
@@ -182,7 +190,15 @@ var commandHelp = map[string]string{
 		"Blank lines and lines starting with # are skipped. Every line is checked before anything is\n" +
 		"enqueued; an error names its line. Exit 0 unless a line is refused (2), failed (1) or conflicted (5).",
 	"status": "usage: producer status KEY\n\nKEY is namespace/id, or the task id the enqueue commands print.\n" +
-		"States: pending, scheduled, running, retry, done, failed, archived, unknown.",
+		"States: pending, scheduled, running, retry, done, failed, archived, unknown, and outbox\n" +
+		"(committed to the Postgres outbox, not yet relayed).",
+	"checkout": "usage: producer checkout < orders.jsonl\n\nOne JSON object per line: {\"order_id\":\"ord-1\",\"account\":\"acct-1\",\"amount\":4200,\"currency\":\"EUR\"}.\n" +
+		"Each line is one transaction that writes the order to shop_orders and its payment:charge job\n" +
+		"(payment id pay-<order_id>) to the outbox: the payment exists if and only if the order commits.\n" +
+		"Needs ONCEQ_POSTGRES_URL, not Redis; a relay enqueues the payments. Exit 3 if an order was placed before.",
+	"relay": "usage: producer relay\n\nMoves jobs committed with pgledger.EnqueueTx from the Postgres outbox into asynq until\n" +
+		"SIGTERM; any number of relays (and workers with ONCEQ_OUTBOX=on) run side by side.\n" +
+		"Needs ONCEQ_POSTGRES_URL and Redis.",
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
@@ -212,11 +228,13 @@ func connected(ctx context.Context, cfg config.Producer, f func(*onceq.Producer,
 		return err
 	}
 	// Status reads consult the Postgres ledger, when there is one.
-	st, closeLedger, err := withLedger(ctx, cfg.Postgres, store)
+	st, ledger, err := withLedger(cfg.Postgres, store)
 	if err != nil {
 		return err
 	}
-	defer closeLedger()
+	if ledger != nil {
+		defer ledger.Close()
+	}
 	tr, err := tracing.New(ctx, tracing.Options{Service: "onceq-producer"})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/observe"
+	"github.com/onceq/onceq/tasks"
 )
 
 // serveHooks let tests learn the bound address; serve leaves them zero.
@@ -45,11 +46,11 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	log, err := observe.NewLogger(cfg.Log.Env, cfg.Log.Level, stderr)
+	log, flush, err := daemon.Logger(cfg.Log, stderr)
 	if err != nil {
 		return err
 	}
-	defer log.Sync()
+	defer flush()
 
 	d, err := daemon.New(daemon.Options{Name: "api", Redis: cfg.Redis, Log: log, NoRetries: true})
 	if err != nil {
@@ -66,6 +67,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		types = append(types, k.Type)
 	}
 	metrics.Zero("producer", types)
+	metrics.Zero("api", append(types, api.ReplayNamespace))
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
@@ -82,11 +84,14 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
-	reads, closeLedger, err := withLedger(ctx, cfg.Postgres, jobs)
+	reads, ledger, err := withLedger(cfg.Postgres, jobs)
 	if err != nil {
 		return err
 	}
-	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
+	if ledger != nil {
+		stopWatch := d.Optional("postgres", tasks.Transactional, func(ctx context.Context) error { return ledger.Pool().Ping(ctx) })
+		d.OnStop("postgres ledger", func(context.Context) error { stopWatch(); ledger.Close(); return nil })
+	}
 	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer"),
 		Trace: d.Tracing.Enqueue()})
 	opts := api.Options{
@@ -104,6 +109,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		ReplayCacheTTL: min(30*time.Second, cfg.ReplayTTL/2),
 		Log:            log,
 		Observer:       metrics.Observer(log, "api"),
+		Requests:       observe.NewHTTP(d.Registry),
 	}
 	for src, sc := range cfg.WebhookSchemes {
 		opts.WebhookSchemes[src] = api.Scheme(sc)
@@ -125,7 +131,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 
 	mux := http.NewServeMux()
-	admin.Routes(mux, admin.Options{Guard: guard, Gatherer: d.Registry, Ready: d.Ready, Log: log})
+	admin.Routes(mux, admin.Options{Guard: guard, Gatherer: d.Registry, Ready: d.Ready, Degraded: d.Degraded, Log: log})
 	// Every path but the admin routes is the API's, so that unknown paths
 	// are 404 problems too.
 	mux.Handle("/", d.Tracing.Handler(handler, "api"))

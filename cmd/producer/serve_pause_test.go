@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/internal/redistest"
-	"github.com/onceq/onceq/internal/testenv"
 )
 
 // From outside, against `producer serve`: Redis stalls (SIGSTOP) during a
@@ -38,23 +37,8 @@ func retryAfterPause(t *testing.T, readTimeout string, pause, within time.Durati
 	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
 	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-one-0123456789")
 
-	ctx, cancel := context.WithCancel(t.Context())
-	var stderr testenv.Buffer
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serveWith(ctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var base string
-	select {
-	case addr := <-ready:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatalf("serve not ready\n%s", stderr.String())
-	}
+	s := startServe(t)
+	base, stderr := "http://"+s.addr, s.logs
 	post := func(id, key string) int {
 		t.Helper()
 		body := `{"payment_id":"` + id + `","account":"acct-` + id + `","amount":100,"currency":"EUR"}`

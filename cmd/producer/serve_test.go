@@ -106,23 +106,8 @@ func TestServe(t *testing.T) {
 	t.Setenv("ONCEQ_WEBHOOK_SECRETS", "acme:whsec-acme")
 	t.Setenv("ONCEQ_LOG_LEVEL", "debug")
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var stderr testenv.Buffer
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serveWith(ctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	var base string
-	select {
-	case addr := <-ready:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatalf("serve not ready\n%s", stderr.String())
-	}
+	s := startServe(t)
+	base, stderr := "http://"+s.addr, s.logs
 	if !strings.Contains(stderr.String(), base) {
 		t.Errorf("the bound address %s is not logged:\n%s", base, stderr.String())
 	}
@@ -281,14 +266,8 @@ func TestServe(t *testing.T) {
 		}
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop within 15s of cancellation")
+	if err := s.stop(); err != nil {
+		t.Fatalf("serve: %v", err)
 	}
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("still serving after shutdown")
@@ -306,4 +285,56 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// producer serve's series start at zero (the producer's conflicts, the
+// API's own decisions, every route's requests), and a 401 is counted and
+// logged: none of them existed before its first event, and a 401 left no
+// trace at all.
+func TestServeMetrics(t *testing.T) {
+	rdb := redistest.Client(t)
+	opt := rdb.Options()
+	t.Setenv("ONCEQ_REDIS_URL", fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB))
+	t.Setenv("ONCEQ_API_ADDR", "127.0.0.1:0")
+	t.Setenv("ONCEQ_API_TOKENS", "shop:tok-shop-0123456789")
+	s := startServe(t)
+	addr, stderr := s.addr, s.logs
+	metrics := func() string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer tok-shop-0123456789")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	m := metrics()
+	for _, want := range []string{
+		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="conflict",side="producer"} 0`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="mismatch",side="api"} 0`,
+		`onceq_http_requests_total{code="401",route="POST /v1/payments"} 0`,
+		`onceq_http_requests_total{code="202",route="POST /v1/emails"} 0`,
+		`onceq_http_request_duration_seconds_count{code="429",route="POST /v1/payments"} 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics at start lacks %s", want)
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/v1/payments", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST without a token: %d, want 401", resp.StatusCode)
+	}
+	if m := metrics(); !strings.Contains(m, `onceq_http_requests_total{code="401",route="POST /v1/payments"} 1`) {
+		t.Errorf("the 401 was not counted")
+	}
+	if !strings.Contains(stderr.String(), `"msg":"api: unauthorized"`) {
+		t.Errorf("the 401 was not logged:\n%s", stderr.String())
+	}
 }

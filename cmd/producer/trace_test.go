@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,21 +37,7 @@ func TestTraceFromAPIToGateway(t *testing.T) {
 
 	worker := startWorkerBinary(t, map[string]string{"ONCEQ_REDIS_URL": redisURL})
 	defer worker()
-	ctx, cancel := context.WithCancel(t.Context())
-	var stderr testenv.Buffer
-	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- serveWith(ctx, nil, io.Discard, &stderr, serveHooks{ready: func(addr string) { ready <- addr }})
-	}()
-	defer func() { cancel(); <-done }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("serve ended early: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve not ready\n%s", stderr.String())
-	}
+	addr := startServe(t).addr
 
 	payment := `{"payment_id":"pmt-trace-1","account":"acct-1","amount":4200,"currency":"EUR"}`
 	for i, want := range []int{http.StatusAccepted, http.StatusOK} {

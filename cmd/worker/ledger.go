@@ -9,36 +9,50 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
 )
 
-// openLedger connects the Postgres ledger and migrates the ledger's and the
-// transactional tasks' tables. Without ONCEQ_POSTGRES_URL it returns nil and
-// transactional tasks are refused.
-func openLedger(ctx context.Context, cfg config.Worker, log *zap.Logger, observe onceq.Observer) (*pgledger.Ledger, func(), error) {
+// openLedger connects the Postgres ledger. Without ONCEQ_POSTGRES_URL it
+// returns nil and transactional tasks are refused. A Postgres that does not
+// answer, at start or later, makes only the transactional types not ready
+// (daemon.Optional): their tasks fail and retry while every other type runs.
+// Once it answers, the ledger's and the tasks' tables are migrated and
+// pruning starts.
+func openLedger(cfg config.Worker, log *zap.Logger, observe onceq.Observer, d *daemon.Daemon) (*pgledger.Ledger, func(), error) {
 	if !cfg.Postgres.Configured() {
-		log.Info("no ONCEQ_POSTGRES_URL: transactional tasks are refused", zap.String("type", tasks.TypeOrder))
+		log.Info("no ONCEQ_POSTGRES_URL: transactional tasks are refused", zap.Strings("types", tasks.Transactional))
 		return nil, func() {}, nil
 	}
-	l, err := pgledger.Open(ctx, cfg.Postgres.URL, cfg.Postgres.PoolSize(cfg.Concurrency),
+	l, err := pgledger.Connect(cfg.Postgres.URL, cfg.Postgres.PoolSize(cfg.Concurrency),
 		pgledger.Options{NoRecord: !cfg.Postgres.Ledger, Observer: observe})
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := pgledger.Migrate(ctx, l.Pool(), "order", tasks.OrderMigrations); err != nil {
-		l.Close()
 		return nil, nil, err
 	}
 	if !cfg.Postgres.Ledger {
 		log.Warn("ONCEQ_POSTGRES_LEDGER=false: transactional tasks are deduplicated by Redis only (at-least-once)")
 	}
-	log.Info("postgres ledger ready", zap.Int32("max_conns", l.Pool().Config().MaxConns),
-		zap.Duration("retention", cfg.Postgres.Retention))
-	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	pctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { pruneLedger(pctx, l, cfg.Postgres.Retention, time.Hour, log) })
-	return l, func() { stop(); wg.Wait(); l.Close() }, nil
+	migrated := false // the watch runs check from one goroutine
+	stopWatch := d.Optional("postgres", tasks.Transactional, func(ctx context.Context) error {
+		if migrated {
+			return l.Pool().Ping(ctx)
+		}
+		if err := l.Setup(ctx); err != nil {
+			return err
+		}
+		if err := pgledger.Migrate(ctx, l.Pool(), "order", tasks.OrderMigrations); err != nil {
+			return err
+		}
+		migrated = true
+		log.Info("postgres ledger ready", zap.Int32("max_conns", l.Pool().Config().MaxConns),
+			zap.Duration("retention", cfg.Postgres.Retention))
+		wg.Go(func() { pruneLedger(pctx, l, cfg.Postgres.Retention, time.Hour, log) })
+		return nil
+	})
+	return l, func() { stopWatch(); stop(); wg.Wait(); l.Close() }, nil
 }
 
 // pruneLedger deletes done ledger rows older than retention, now and then

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/faulttest"
 	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -55,23 +58,80 @@ func TestOrderThroughWorker(t *testing.T) {
 	}
 }
 
-// An unreachable Postgres stops the start with a clear error, without the
-// password.
+// Postgres is optional: unreachable at start, the worker still starts and
+// sends email, and only order:fulfil is not ready (readyz line, metric, a
+// warn line). Once Postgres answers the tables are migrated and orders run;
+// cut off again while running, only orders stop again. It used to exit 1.
 func TestPostgresUnreachable(t *testing.T) {
+	db, err := url.Parse(pgtest.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faulttest.NewProxy(db.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	proxy.Cut()
+	db.Host = proxy.Addr
+	db.User = url.UserPassword("postgres", "hunter2-not-logged")
+
 	srv := redistest.Start(t)
 	cfg := baseEnv(t, srv.Addr)
-	cfg["ONCEQ_POSTGRES_URL"] = "postgres://app:hunter2-not-logged@127.0.0.1:1/app?connect_timeout=2"
-	for k, v := range cfg {
-		t.Setenv(k, v)
+	cfg["ONCEQ_POSTGRES_URL"] = db.String()
+	w := startWorker(t, cfg)
+	e := newEnv(t, srv.Client(t))
+	readyz := "http://" + w.admin + "/readyz"
+	const degraded = "postgres unreachable: not ready: order:fulfil"
+
+	mail, _ := e.enqueued(t)(testenv.Job(tasks.Emails.Job(tasks.Email{ID: "pg-down-1", To: "ada@example.com", Subject: "Hi", Body: "."})))
+	e.waitState(t, mail.Key, onceq.StatusDone)
+	if n := outboxCount(t, cfg["ONCEQ_OUTBOX_DIR"]); n != 1 {
+		t.Fatalf("%d emails sent with Postgres down, want 1", n)
 	}
-	logs := &testenv.Buffer{}
-	err := runWith(context.Background(), nil, io.Discard, logs, hooks{})
-	if err == nil || !strings.Contains(err.Error(), "pgledger: connect") {
-		t.Fatalf("start with Postgres unreachable: %v", err)
+	if body := get(t, readyz, http.StatusOK); !strings.Contains(body, degraded) {
+		t.Fatalf("/readyz %q, want ready with %q", body, degraded)
 	}
-	if strings.Contains(err.Error()+logs.String(), "hunter2") {
-		t.Fatalf("the password leaked: %v\n%s", err, logs)
+	if m := get(t, "http://"+w.admin+"/metrics", http.StatusOK); !strings.Contains(m, `onceq_dependency_up{dependency="postgres"} 0`) {
+		t.Fatalf("no onceq_dependency_up 0 for postgres in /metrics")
 	}
+
+	proxy.Restore()
+	waitBody(t, readyz, func(b string) bool { return !strings.Contains(b, degraded) })
+	order, _ := e.enqueued(t)(testenv.Job(tasks.Orders.Job(tasks.Order{OrderID: "ord-pg-1", Customer: "c1",
+		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}}})))
+	e.waitState(t, order.Key, onceq.StatusDone)
+
+	proxy.Cut()
+	waitBody(t, readyz, func(b string) bool { return strings.Contains(b, degraded) })
+	mail, _ = e.enqueued(t)(testenv.Job(tasks.Emails.Job(tasks.Email{ID: "pg-down-2", To: "ada@example.com", Subject: "Hi", Body: "."})))
+	e.waitState(t, mail.Key, onceq.StatusDone)
+
+	logs := w.logs.String()
+	if strings.Count(logs, "postgres unreachable") < 2 || !strings.Contains(logs, "postgres reachable") {
+		t.Errorf("want a line for each outage and for the recovery:\n%s", logs)
+	}
+	if strings.Contains(logs, "hunter2") {
+		t.Errorf("the password leaked:\n%s", logs)
+	}
+}
+
+// waitBody polls url until its body satisfies ok.
+func waitBody(t *testing.T, url string, ok func(string) bool) {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if body = string(b); ok(body) {
+			return
+		}
+	}
+	t.Fatalf("%s never answered as wanted; last: %q", url, body)
 }
 
 // The worker owns the ledger's rows: at start (and hourly) it deletes done
@@ -121,4 +181,34 @@ func TestWorkerPrunesLedger(t *testing.T) {
 	if !strings.Contains(w.logs.String(), "pruned done rows") {
 		t.Fatalf("no log line for the pruned row:\n%s", w.logs)
 	}
+}
+
+// ONCEQ_OUTBOX=on: the worker relays a job an application committed with
+// pgledger.EnqueueTx, and runs it.
+func TestWorkerRelaysOutbox(t *testing.T) {
+	dbURL := pgtest.New(t)
+	srv := redistest.Start(t)
+	cfg := baseEnv(t, srv.Addr)
+	cfg["ONCEQ_POSTGRES_URL"] = dbURL
+	cfg["ONCEQ_OUTBOX"] = "on"
+	startWorker(t, cfg)
+	e := newEnv(t, srv.Client(t))
+	j, err := testenv.Job(tasks.Orders.Job(tasks.Order{OrderID: "ord-outbox-1", Customer: "c1",
+		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := pgledger.EnqueueTx(ctx, tx, j)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, j.Key, onceq.StatusDone)
 }

@@ -5,9 +5,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
+	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
 )
 
@@ -15,7 +15,7 @@ func main() {
 	ctx, stop := daemon.SignalContext(context.Background(), os.Stderr, os.Exit)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
+		daemon.Fail(os.Stderr, config.Environ(), "worker", err)
 		os.Exit(1)
 	}
 }

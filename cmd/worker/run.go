@@ -16,6 +16,7 @@ import (
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/version"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
 )
@@ -39,6 +40,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		fmt.Fprintln(stdout, "onceq worker: runs asynq tasks once in effect. Environment variables:")
 		return config.Usage(stdout, config.Worker{})
 	}
+	if slices.Contains(args, "--version") || slices.Contains(args, "version") {
+		fmt.Fprintln(stdout, "worker", version.String())
+		return nil
+	}
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (configuration is ONCEQ_* variables; see --help)", args)
 	}
@@ -50,11 +55,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	log, err := observe.NewLogger(cfg.Log.Env, cfg.Log.Level, stderr)
+	log, flush, err := daemon.Logger(cfg.Log, stderr)
 	if err != nil {
 		return err
 	}
-	defer log.Sync()
+	defer flush()
 
 	d, err := daemon.New(daemon.Options{
 		Name: "worker", Redis: cfg.Redis, Embedded: cfg.Embedded == config.EmbeddedAuto, DefaultAddr: h.defaultRedisAddr,
@@ -99,12 +104,19 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 	d.OnStop("downstreams", func(context.Context) error { closeDeps(); return nil })
-	ledger, closeLedger, err := openLedger(ctx, cfg, log, metrics.Observer(log, "worker"))
+	ledger, closeLedger, err := openLedger(cfg, log, metrics.Observer(log, "worker"), d)
 	if err != nil {
 		return err
 	}
 	d.OnStop("postgres ledger", func(context.Context) error { closeLedger(); return nil })
 	deps.Ledger = ledger
+	if cfg.Outbox == config.OutboxOn {
+		stopRelay, err := startRelay(ledger, producer, metrics.Observer(log, "relay"), log)
+		if err != nil {
+			return err
+		}
+		d.OnStop("outbox relay", func(context.Context) error { stopRelay(); return nil })
+	}
 
 	srv, err := onceq.NewServer(rdb, store, asynq.Config{
 		Concurrency:              cfg.Concurrency,

@@ -42,7 +42,8 @@ var prodSecret = map[string]string{
 	"ONCEQ_REDIS_PASSWORD": "placeholder-redis-password",
 	"KEDA_REDIS_ADDRESS":   "redis.example:6380",
 	"ONCEQ_ADMIN_TOKEN":    "placeholder-admin-token",
-	"ONCEQ_API_TOKENS":     "placeholder-api-token",
+	"ONCEQ_API_TOKENS":     "shop:placeholder-api-token,prometheus:placeholder-metrics-token",
+	"PROMETHEUS_API_TOKEN": "placeholder-metrics-token",
 }
 
 // externalSecrets are the Secrets an overlay expects to exist in the cluster.
@@ -107,17 +108,19 @@ type triggerAuthentication struct {
 // decoders are the kinds the manifests may contain, by apiVersion/kind. A
 // document of any other kind fails the render.
 var decoders = map[string]func() any{
-	"v1/Namespace":                           func() any { return new(corev1.Namespace) },
-	"v1/ConfigMap":                           func() any { return new(corev1.ConfigMap) },
-	"v1/Secret":                              func() any { return new(corev1.Secret) },
-	"v1/Service":                             func() any { return new(corev1.Service) },
-	"apps/v1/Deployment":                     func() any { return new(appsv1.Deployment) },
-	"apps/v1/StatefulSet":                    func() any { return new(appsv1.StatefulSet) },
-	"policy/v1/PodDisruptionBudget":          func() any { return new(policyv1.PodDisruptionBudget) },
-	"networking.k8s.io/v1/NetworkPolicy":     func() any { return new(networkingv1.NetworkPolicy) },
-	"autoscaling/v2/HorizontalPodAutoscaler": func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
-	"keda.sh/v1alpha1/ScaledObject":          func() any { return new(scaledObject) },
-	"keda.sh/v1alpha1/TriggerAuthentication": func() any { return new(triggerAuthentication) },
+	"v1/Namespace":                            func() any { return new(corev1.Namespace) },
+	"v1/ConfigMap":                            func() any { return new(corev1.ConfigMap) },
+	"v1/Secret":                               func() any { return new(corev1.Secret) },
+	"v1/Service":                              func() any { return new(corev1.Service) },
+	"apps/v1/Deployment":                      func() any { return new(appsv1.Deployment) },
+	"apps/v1/StatefulSet":                     func() any { return new(appsv1.StatefulSet) },
+	"policy/v1/PodDisruptionBudget":           func() any { return new(policyv1.PodDisruptionBudget) },
+	"networking.k8s.io/v1/NetworkPolicy":      func() any { return new(networkingv1.NetworkPolicy) },
+	"autoscaling/v2/HorizontalPodAutoscaler":  func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
+	"keda.sh/v1alpha1/ScaledObject":           func() any { return new(scaledObject) },
+	"keda.sh/v1alpha1/TriggerAuthentication":  func() any { return new(triggerAuthentication) },
+	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return new(serviceMonitor) },
+	"monitoring.coreos.com/v1/PrometheusRule": func() any { return new(prometheusRule) },
 }
 
 // manifests is one rendered kustomization, every document decoded.

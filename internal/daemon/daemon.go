@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/internal/version"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/observe/tracing"
 )
@@ -60,6 +61,7 @@ type Daemon struct {
 	notReady atomic.Pointer[error] // why /readyz fails; nil when ready
 	mu       sync.Mutex
 	stops    []stop
+	degraded map[string][]string // optional dependency -> its task types not ready
 }
 
 type stop struct {
@@ -111,6 +113,9 @@ func New(o Options) (*Daemon, error) {
 	d.Where = Where(ro)
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Metrics = observe.NewMetrics(d.Registry)
+	v, c := version.Get()
+	d.Metrics.Build(v, c)
+	o.Log.Info("starting", zap.String("version", v), zap.String("commit", c))
 	o.Log.Info("using redis", zap.String("redis", d.Where), zap.Bool("embedded", d.embedded),
 		zap.Int("min_replicas", o.Redis.MinReplicas))
 	return d, nil
@@ -139,13 +144,25 @@ func (d *Daemon) setNotReady(why error) { d.notReady.Store(&why) }
 func (d *Daemon) SetReady() { d.notReady.Store(nil) }
 
 // Ready is /readyz: not before SetReady, not during shutdown, not while
-// Redis does not answer.
+// Redis does not answer, and not while it refuses writes. PING answers on
+// a Redis that refuses every write (NOREPLICAS under min-replicas-to-write,
+// READONLY on a demoted master, OOM at maxmemory, too few replicas for
+// ONCEQ_REDIS_MIN_REPLICAS' WAIT), so the probe writes: one short-lived key.
 func (d *Daemon) Ready(ctx context.Context) error {
 	if why := d.notReady.Load(); why != nil {
 		return *why
 	}
-	return d.Redis.Ping(ctx).Err()
+	err := d.Redis.Set(ctx, readyKey, "1", 10*time.Second).Err()
+	var re redis.Error
+	if err != nil && (errors.As(err, &re) || errors.Is(err, ErrNotReplicated)) {
+		return fmt.Errorf("%w: %w", admin.ErrRefusesWrites, err)
+	}
+	return err
 }
+
+// readyKey is what the readiness probe writes; its own hash tag keeps it off
+// every queue's slot.
+const readyKey = "onceq:{readyz}:probe"
 
 // Listen serves the admin routes (health, readiness, metrics, the dashboard
 // when given) and whatever the caller put on mux, on addr, from now on:
@@ -153,7 +170,8 @@ func (d *Daemon) Ready(ctx context.Context) error {
 // Without a token (config allows that on loopback only) it answers only to
 // loopback Host names and cfg.Hosts.
 func (d *Daemon) Listen(cfg config.Admin, mux *http.ServeMux, dashboard http.Handler) (*admin.Server, error) {
-	admin.Routes(mux, admin.Options{Token: cfg.Token, Gatherer: d.Registry, Ready: d.Ready, Log: d.log, Dashboard: dashboard})
+	admin.Routes(mux, admin.Options{Token: cfg.Token, Gatherer: d.Registry, Ready: d.Ready,
+		Degraded: d.Degraded, Log: d.log, Dashboard: dashboard})
 	h := http.Handler(mux)
 	if cfg.Token == "" {
 		h = admin.Local(mux, cfg.Hosts)

@@ -2,8 +2,10 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/redistest"
@@ -60,7 +63,7 @@ func TestPasswordWithoutURL(t *testing.T) {
 		t.Fatalf("write with the password: %v", err)
 	}
 	for _, e := range logs.All() {
-		if strings.Contains(e.Message+e.ContextMap()["redis"].(string), "s3cret") {
+		if strings.Contains(fmt.Sprint(e.Message, e.ContextMap()), "s3cret") {
 			t.Fatalf("password logged: %v", e)
 		}
 	}
@@ -163,6 +166,80 @@ func get(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// onceq_build_info is exported with the build's version, for alerts and
+// dashboards that compare pods during a rollout.
+func TestBuildInfo(t *testing.T) {
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + redistest.Client(t).Options().Addr}})
+	mfs, err := d.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "onceq_build_info" && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge().GetValue() == 1 {
+			return
+		}
+	}
+	t.Fatal("no onceq_build_info 1 in the registry")
+}
+
+// A Redis that answers PING but refuses writes (here NOREPLICAS: it wants a
+// replica it does not have) makes the daemon not ready, and /readyz says
+// why; it said ready. Writes accepted again: ready again.
+func TestNotReadyWhileWritesRefused(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr}})
+	if err := d.WaitRedis(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	d.SetReady()
+	mux := http.NewServeMux()
+	admin.Routes(mux, admin.Options{Ready: d.Ready})
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q, want ready", code, body)
+	}
+	rdb := srv.Client(t)
+	if err := rdb.ConfigSet(t.Context(), "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "redis refuses writes (NOREPLICAS)") {
+		t.Fatalf("/readyz %d %q while Redis refuses writes", code, body)
+	}
+	if err := rdb.ConfigSet(t.Context(), "min-replicas-to-write", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q once writes are accepted again", code, body)
+	}
+}
+
+// Redis's default persistence, RDB snapshots without AOF, is warned about:
+// 20 of 20 jobs ran again after such a Redis restarted. AOF is not.
+func TestRDBOnlyWarning(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--appendonly", "no", "--save", "3600 1"}, true},
+		{[]string{"--appendonly", "yes", "--save", "3600 1"}, false},
+	} {
+		srv := redistest.Start(t, c.args...)
+		d, logs := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr}})
+		if err := d.WaitRedis(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := logged(logs, "RDB snapshots only"); got != c.warn {
+			t.Errorf("%v: RDB-only warning %v, want %v", c.args, got, c.warn)
+		}
+	}
 }
 
 // NoRetries gives a client that re-sends nothing; by default go-redis's

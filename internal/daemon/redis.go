@@ -99,8 +99,9 @@ func waitRedis(ctx context.Context, rdb redis.UniversalClient, where string, log
 // records. Eviction could drop a record or a queued task silently, so a
 // policy other than noeviction is refused (refuse) or warned about. A Redis
 // that keeps nothing on disk forgets every key when it restarts, and every
-// accepted job then runs again: warned about. Managed Redis often forbids
-// CONFIG: say so, do not refuse.
+// accepted job then runs again: warned about, and so is one with RDB
+// snapshots alone, which forgets what changed since the last one. Managed
+// Redis often forbids CONFIG: say so, do not refuse.
 func checkRedis(ctx context.Context, rdb redis.UniversalClient, refuseEviction bool, log *zap.Logger) error {
 	v, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil || v["maxmemory-policy"] == "" {
@@ -119,6 +120,11 @@ func checkRedis(ctx context.Context, rdb redis.UniversalClient, refuseEviction b
 		log.Warn("could not read Redis persistence settings; make sure AOF or RDB is on", zap.Error(errors.Join(err1, err2)))
 	case aof["appendonly"] != "yes" && strings.TrimSpace(rdb_["save"]) == "":
 		log.Warn("redis persists nothing (appendonly no, no save points): a restarted Redis forgets every dedup record and queued task, and accepted jobs run again; turn on AOF (appendonly yes)")
+	case aof["appendonly"] != "yes":
+		// Redis's default: a restart goes back to the last snapshot, minutes
+		// old, and the jobs done since then run again.
+		log.Warn("redis keeps RDB snapshots only (appendonly no): a restarted Redis forgets what changed since the last snapshot, and jobs completed since then run again; turn on AOF (appendonly yes)",
+			zap.String("save", rdb_["save"]))
 	}
 	return nil
 }

@@ -7,6 +7,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/onceq/onceq/config"
 )
 
 // Shutdown signals. SIGHUP drains like SIGTERM: onceq has nothing to
@@ -21,7 +25,7 @@ const ForcedExitCode = 2
 
 // SignalContext returns a context that ends, with the signal as its cause,
 // at the first SIGINT, SIGTERM or SIGHUP. A second one means "now": it
-// writes a line to stderr and calls exit(ForcedExitCode) without draining
+// logs a line to stderr (in the shape ONCEQ_ENV asks for) and calls exit(ForcedExitCode) without draining
 // (claims of running handlers then wait out their lease). exit is os.Exit
 // outside tests.
 func SignalContext(parent context.Context, stderr io.Writer, exit func(int)) (context.Context, context.CancelFunc) {
@@ -38,7 +42,8 @@ func SignalContext(parent context.Context, stderr io.Writer, exit func(int)) (co
 		}
 		select {
 		case sig := <-ch:
-			fmt.Fprintf(stderr, "received %s again: exiting now without draining\n", sig)
+			earlyLogger(stderr, config.Environ()).Warn("signal received again: exiting now without draining",
+				zap.String("signal", sig.String()))
 			exit(ForcedExitCode)
 		case <-stopped:
 		}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
@@ -45,7 +46,9 @@ func TestSignalContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("second signal did not force the exit")
 	}
-	if got := stderr.String(); got != "received terminated again: exiting now without draining\n" {
-		t.Fatalf("stderr %q", got)
+	var line struct{ Msg, Signal string }
+	if err := json.Unmarshal([]byte(stderr.String()), &line); err != nil || line.Signal != "terminated" ||
+		line.Msg != "signal received again: exiting now without draining" {
+		t.Fatalf("stderr %q, want one JSON line naming the signal (%v)", stderr.String(), err)
 	}
 }
