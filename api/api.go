@@ -209,6 +209,7 @@ type server struct {
 	budget  *budget
 	creds   []credential
 	guard   *httpidem.Guard
+	unsure  unsure
 }
 
 // New returns the API's handler for the whole server: routes under /v1/,

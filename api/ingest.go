@@ -145,6 +145,7 @@ type Accepted struct {
 func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 	out, err := s.opts.Producer.Enqueue(ctx, j)
 	if err != nil {
+		s.unsure.add(principal(ctx), j.Key)
 		s.opts.Observer(ctx, onceq.Event{Op: "enqueue", Key: j.Key, Outcome: "error", Reason: err.Error()})
 		s.opts.Log.Warn("api: enqueue failed", zap.String("key", j.Key.String()), zap.Error(err))
 		return unavailable(outcomeUnknown)

@@ -188,3 +188,70 @@ func TestLostClaimReplyRetakenAtOnce(t *testing.T) {
 		t.Fatalf("%d tasks, want 1", n)
 	}
 }
+
+// loseEnqueueReply runs the first script the producer sends while armed
+// (asynq's enqueue), then fails it and every command after it until down is
+// cleared: the reply was lost and Redis went away, so the producer cannot
+// find out what became of its enqueue.
+type loseEnqueueReply struct{ armed, down atomic.Bool }
+
+func (l *loseEnqueueReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l *loseEnqueueReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		lost := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}
+		if l.down.Load() {
+			return lost
+		}
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && l.armed.Load() {
+			if err := next(ctx, cmd); err != nil {
+				return err // NOSCRIPT: the script is sent again, armed still
+			}
+			l.armed.Store(false)
+			l.down.Store(true)
+			return lost
+		}
+		return next(ctx, cmd)
+	}
+}
+func (l *loseEnqueueReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if l.down.Load() {
+			return &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// An enqueue that ran but whose reply was lost is a 503; the retry meets
+// the job it made as a duplicate and must see it as the caller's own (its
+// task, its state), not as another client's: no owner record was written.
+func TestLostEnqueueReplyJobIsTheCallers(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	opt := rdb.Options()
+	opt.MaxRetries = -1 // as producer serve's client: nothing re-sent
+	prdb := redis.NewClient(opt)
+	t.Cleanup(func() { prdb.Close() })
+	lose := &loseEnqueueReply{}
+	prdb.AddHook(lose)
+	jobs, err := onceq.NewRedisStore(prdb, onceq.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = onceq.NewProducer(prdb, jobs, onceq.ProducerOptions{}) })
+	body := `{"to":"a@example.com","subject":"s","body":"lost reply"}`
+	lose.armed.Store(true)
+	problem(t, e.post(emailPath, body, "lost-enq-1"), http.StatusServiceUnavailable)
+	if lose.armed.Load() {
+		t.Fatal("no enqueue reply was lost: the test tested nothing")
+	}
+	lose.down.Store(false) // Redis is back
+	if n := e.tasks(); n != 1 {
+		t.Fatalf("%d tasks, want the one the lost reply made", n)
+	}
+	again := accepted(t, e.post(emailPath, body, "lost-enq-1"), http.StatusOK)
+	if again.Decision != onceq.Duplicate || again.TaskID == "" || again.State == "" {
+		t.Fatalf("the retry after the lost reply: %+v, want the caller's own job as a duplicate", again)
+	}
+	e.job(again.Key, http.StatusOK)
+}

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,11 +24,62 @@ func (s *server) setOwner(ctx context.Context, k onceq.Key, p string) error {
 }
 
 // owns reports whether p enqueued k through the API. A job with no owner
-// record (enqueued by the CLI, or the record expired) is no one's.
+// record (enqueued by the CLI, or the record expired) is no one's, unless
+// p's own enqueue of it here ended with its outcome unknown: that enqueue
+// may have made the job, so p takes the empty ownership (SET NX).
 func (s *server) owns(ctx context.Context, k onceq.Key, p string) (bool, error) {
 	got, err := s.opts.Redis.Get(ctx, ownerKey(k)).Result()
 	if errors.Is(err, redis.Nil) {
-		return false, nil
+		if !s.unsure.has(p, k) {
+			return false, nil
+		}
+		ok, err := s.opts.Redis.SetNX(ctx, ownerKey(k), p, s.opts.OwnerTTL).Result()
+		if err != nil || ok {
+			return ok, err
+		}
+		got, err = s.opts.Redis.Get(ctx, ownerKey(k)).Result()
 	}
 	return got == p, err
+}
+
+// unsure remembers, per process, the (principal, job key) pairs whose
+// enqueue ended with its outcome unknown (a lost reply): the job may exist
+// with no owner record. Bounded: past maxUnsure the oldest is forgotten,
+// and its retry then sees the job as no one's.
+type unsure struct {
+	mu sync.Mutex
+	m  map[unsureKey]time.Time
+}
+
+type unsureKey struct {
+	principal string
+	key       onceq.Key
+}
+
+const maxUnsure = 4096
+
+func (u *unsure) add(p string, k onceq.Key) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[unsureKey]time.Time{}
+	}
+	if len(u.m) >= maxUnsure {
+		var oldest unsureKey
+		var at time.Time
+		for uk, t := range u.m {
+			if at.IsZero() || t.Before(at) {
+				oldest, at = uk, t
+			}
+		}
+		delete(u.m, oldest)
+	}
+	u.m[unsureKey{p, k}] = time.Now()
+}
+
+func (u *unsure) has(p string, k onceq.Key) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, ok := u.m[unsureKey{p, k}]
+	return ok
 }
