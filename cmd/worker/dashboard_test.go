@@ -28,7 +28,9 @@ func TestDashboardShowsResultsAsJSON(t *testing.T) {
 		func() (onceq.Job, error) {
 			return testenv.Job(tasks.Emails.Job(tasks.Email{To: "r@example.com", Subject: "S", Body: "B"}))
 		},
-		func() (onceq.Job, error) { return testenv.Job(tasks.SMSes.Job(tasks.SMS{To: "+4915112345678", Body: "hi"})) },
+		func() (onceq.Job, error) {
+			return testenv.Job(tasks.SMSes.Job(tasks.SMS{To: "+4915112345678", Body: "hi"}))
+		},
 		func() (onceq.Job, error) {
 			return testenv.Job(tasks.Webhooks.Job(tasks.Webhook{Source: "crm", EventID: "evt-9", Type: "user.deleted"}))
 		},
