@@ -241,7 +241,9 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 	m.mu.Unlock()
 	bg, stop := after()
 	defer stop()
-	if err := m.complete(bg, h, result, o.DoneTTL); err != nil {
+	err = m.complete(bg, h, result, o.DoneTTL)
+	sink.done(err)
+	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			return nil // another worker took the key over; it decides
 		}
