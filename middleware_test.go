@@ -3,6 +3,7 @@ package onceq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -245,6 +246,51 @@ func TestMiddlewareShutdownReleasesCutOff(t *testing.T) {
 		t.Fatalf("after shutdown: %+v", r)
 	}
 	mustClaim(t, s, k, "", time.Minute, onceq.Acquired) // the next delivery need not wait
+}
+
+// A handler cut off by shutdown that returns later, when the daemon has
+// closed Redis, must not try to release the claim Shutdown released: that
+// was a spurious dedup error (or a lease_lost) in the log and metrics.
+func TestMiddlewareCutOffHandlerReturnsQuietly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	s, rec := newStore(t, rdb, onceq.StoreOptions{})
+	m, err := onceq.NewMiddleware(s, onceq.MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, closed, returned := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	for _, ok := range []bool{false, true} { // one fails late, one succeeds late
+		id := fmt.Sprintf("late-%v", ok)
+		go func() {
+			returned <- m.Wrap(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+				started <- struct{}{}
+				<-ctx.Done()
+				<-closed
+				if ok {
+					return nil
+				}
+				return ctx.Err()
+			})).ProcessTask(ctx, asynq.NewTask("email:send", []byte(`{"id":"`+id+`"}`)))
+		}()
+		<-started
+	}
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Close() // the daemon closes Redis once its stops ran
+	close(closed)
+	<-returned
+	<-returned
+	for _, e := range rec.Events() {
+		if e.Outcome == "error" || e.Outcome == "lease_lost" {
+			t.Errorf("after shutdown: %s %v %s: %s", e.Op, e.Key, e.Outcome, e.Reason)
+		}
+	}
+	if n := rec.Count("released"); n != 2 {
+		t.Errorf("%d releases, want 2 (Shutdown's)", n)
+	}
 }
 
 // Redis vanishes right after the handler's effect: the middleware keeps
