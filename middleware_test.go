@@ -293,6 +293,50 @@ func TestMiddlewareCutOffHandlerReturnsQuietly(t *testing.T) {
 	}
 }
 
+// The same through asynq: a handler that outlives ShutdownTimeout (asynq
+// requeues its task and cancels its context) and returns only once the
+// daemon has closed Redis leaves no error and no lost lease behind.
+func TestServerCutOffHandlerReturnsQuietly(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	s, rec := newStore(t, rdb, onceq.StoreOptions{})
+	ended := make(chan struct{})
+	srv, err := onceq.NewServer(rdb, s, asynq.Config{Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond},
+		onceq.MiddlewareOptions{
+			Trace: func(ctx context.Context, _ *asynq.Task) (context.Context, func(onceq.Run, onceq.Decision, error)) {
+				return ctx, func(onceq.Run, onceq.Decision, error) { close(ended) }
+			}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, closed := make(chan struct{}), make(chan struct{})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc("email:send", func(ctx context.Context, _ *asynq.Task) error {
+		close(started)
+		<-ctx.Done()
+		<-closed
+		return ctx.Err()
+	})
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask("email:send", []byte(`{"id":"cut"}`))); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Close()
+	close(closed)
+	<-ended
+	for _, e := range rec.Events() {
+		if e.Outcome == "error" || e.Outcome == "lease_lost" {
+			t.Errorf("after shutdown: %s %v %s: %s", e.Op, e.Key, e.Outcome, e.Reason)
+		}
+	}
+}
+
 // Redis vanishes right after the handler's effect: the middleware keeps
 // trying to record completion while its lease lasts, so the job is not run
 // again when Redis comes back.
