@@ -80,7 +80,8 @@ type Middleware struct {
 	mu        sync.Mutex
 	active    map[Hold]context.CancelCauseFunc
 	keys      map[Key]int   // claims being made or held by this process, per key
-	finishing map[Hold]bool // handler done, completion on its way: never released
+	finishing map[Hold]bool // handler done, its run records the end: Shutdown leaves it
+	cut       map[Hold]bool // released by Shutdown: the run records nothing more
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -113,7 +114,7 @@ func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
 		}
 	}
 	m := &Middleware{store: store, opts: opts, types: types, active: map[Hold]context.CancelCauseFunc{},
-		keys: map[Key]int{}, finishing: map[Hold]bool{},
+		keys: map[Key]int{}, finishing: map[Hold]bool{}, cut: map[Hold]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go m.heartbeat()
 	return m, nil
@@ -219,14 +220,26 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			bg, stop := after()
-			_ = m.store.Release(bg, h, fmt.Sprintf("panic: %v", r))
-			stop()
+			if m.settle(h) {
+				bg, stop := after()
+				_ = m.store.Release(bg, h, fmt.Sprintf("panic: %v", r))
+				stop()
+			}
 			panic(r) // asynq's recovery turns it into a retry
 		}
 	}()
 
 	err = next.ProcessTask(hctx, t)
+	if !m.settle(h) {
+		// Shutdown released the claim and asynq requeued the task: a
+		// release or completion now could only be refused, or fail on a
+		// Redis the daemon has closed.
+		if err == nil {
+			err = fmt.Errorf("%w: finished after it: %w", errShutdown, ErrLeaseLost)
+			sink.done(err)
+		}
+		return err
+	}
 	if err != nil {
 		bg, stop := after()
 		defer stop()
@@ -236,12 +249,11 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 		return err
 	}
 	result := sink.b
-	m.mu.Lock()
-	m.finishing[h] = true // the effect happened: Shutdown must not release it
-	m.mu.Unlock()
 	bg, stop := after()
 	defer stop()
-	if err := m.complete(bg, h, result, o.DoneTTL); err != nil {
+	err = m.complete(bg, h, result, o.DoneTTL)
+	sink.done(err)
+	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			return nil // another worker took the key over; it decides
 		}
@@ -278,6 +290,19 @@ func (m *Middleware) complete(ctx context.Context, h Hold, result []byte, ttl ti
 	}
 }
 
+// settle reports whether the run of h, whose handler returned, records its
+// own end (and keeps Shutdown from releasing h from now on: an effect that
+// happened is never released); false once Shutdown has released h.
+func (m *Middleware) settle(h Hold) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cut[h] {
+		return false
+	}
+	m.finishing[h] = true
+	return true
+}
+
 func (m *Middleware) track(h Hold, cancel context.CancelCauseFunc) {
 	m.mu.Lock()
 	m.active[h] = cancel
@@ -289,6 +314,7 @@ func (m *Middleware) untrack(h Hold) {
 	if _, ok := m.active[h]; ok {
 		delete(m.active, h)
 		delete(m.finishing, h)
+		delete(m.cut, h)
 		m.dropKey(h.Key)
 	}
 	m.mu.Unlock()
@@ -342,8 +368,9 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	cut := make(map[Hold]context.CancelCauseFunc, len(m.active))
 	for h, c := range m.active {
-		if !m.finishing[h] { // a finished run is never released
+		if !m.finishing[h] { // a finished run records its own end
 			cut[h] = c
+			m.cut[h] = true
 		}
 	}
 	m.mu.Unlock()

@@ -3,6 +3,7 @@ package onceq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -245,6 +246,95 @@ func TestMiddlewareShutdownReleasesCutOff(t *testing.T) {
 		t.Fatalf("after shutdown: %+v", r)
 	}
 	mustClaim(t, s, k, "", time.Minute, onceq.Acquired) // the next delivery need not wait
+}
+
+// A handler cut off by shutdown that returns later, when the daemon has
+// closed Redis, must not try to release the claim Shutdown released: that
+// was a spurious dedup error (or a lease_lost) in the log and metrics.
+func TestMiddlewareCutOffHandlerReturnsQuietly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	s, rec := newStore(t, rdb, onceq.StoreOptions{})
+	m, err := onceq.NewMiddleware(s, onceq.MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, closed, returned := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	for _, ok := range []bool{false, true} { // one fails late, one succeeds late
+		id := fmt.Sprintf("late-%v", ok)
+		go func() {
+			returned <- m.Wrap(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+				started <- struct{}{}
+				<-ctx.Done()
+				<-closed
+				if ok {
+					return nil
+				}
+				return ctx.Err()
+			})).ProcessTask(ctx, asynq.NewTask("email:send", []byte(`{"id":"`+id+`"}`)))
+		}()
+		<-started
+	}
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Close() // the daemon closes Redis once its stops ran
+	close(closed)
+	<-returned
+	<-returned
+	for _, e := range rec.Events() {
+		if e.Outcome == "error" || e.Outcome == "lease_lost" {
+			t.Errorf("after shutdown: %s %v %s: %s", e.Op, e.Key, e.Outcome, e.Reason)
+		}
+	}
+	if n := rec.Count("released"); n != 2 {
+		t.Errorf("%d releases, want 2 (Shutdown's)", n)
+	}
+}
+
+// The same through asynq: a handler that outlives ShutdownTimeout (asynq
+// requeues its task and cancels its context) and returns only once the
+// daemon has closed Redis leaves no error and no lost lease behind.
+func TestServerCutOffHandlerReturnsQuietly(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	s, rec := newStore(t, rdb, onceq.StoreOptions{})
+	ended := make(chan struct{})
+	srv, err := onceq.NewServer(rdb, s, asynq.Config{Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond},
+		onceq.MiddlewareOptions{
+			Trace: func(ctx context.Context, _ *asynq.Task) (context.Context, func(onceq.Run, onceq.Decision, error)) {
+				return ctx, func(onceq.Run, onceq.Decision, error) { close(ended) }
+			}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, closed := make(chan struct{}), make(chan struct{})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc("email:send", func(ctx context.Context, _ *asynq.Task) error {
+		close(started)
+		<-ctx.Done()
+		<-closed
+		return ctx.Err()
+	})
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask("email:send", []byte(`{"id":"cut"}`))); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Close()
+	close(closed)
+	<-ended
+	for _, e := range rec.Events() {
+		if e.Outcome == "error" || e.Outcome == "lease_lost" {
+			t.Errorf("after shutdown: %s %v %s: %s", e.Op, e.Key, e.Outcome, e.Reason)
+		}
+	}
 }
 
 // Redis vanishes right after the handler's effect: the middleware keeps

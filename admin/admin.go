@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/httpauth"
 )
 
@@ -97,7 +98,7 @@ func Routes(mux *http.ServeMux, o Options) {
 		mux.Handle("GET /metrics", guard(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true})))
 	}
 	if o.Dashboard != nil {
-		mux.Handle("/monitoring/", frameDeny(sameOrigin(RequireToken(o.Token, o.Dashboard))))
+		mux.Handle(dashboardRoot+"/", frameDeny(sameOrigin(RequireToken(o.Token, o.Dashboard))))
 	}
 }
 
@@ -113,14 +114,26 @@ func refusal(err error) string {
 	return "not replicated"
 }
 
-// Dashboard is asynqmon on an existing client. readOnly hides every action
-// that changes queues.
-func Dashboard(rdb redis.UniversalClient, readOnly bool) http.Handler {
-	return asynqmon.New(asynqmon.Options{
-		RootPath:     "/monitoring",
+// dashboardRoot is where the dashboard is mounted; asynqmon builds its
+// links from it.
+const dashboardRoot = "/monitoring"
+
+// Dashboard is asynqmon on an existing client, plus /monitoring/jobs/{key},
+// which opens a job's task page by its onceq key. readOnly hides every
+// action that changes queues.
+func Dashboard(rdb redis.UniversalClient, readOnly bool) (http.Handler, error) {
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{}) // only read: its TTLs do not matter
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(dashboardRoot+"/", asynqmon.New(asynqmon.Options{
+		RootPath:     dashboardRoot,
 		RedisConnOpt: sharedClient{rdb},
 		ReadOnly:     readOnly,
-	})
+	}))
+	mux.Handle("GET "+dashboardRoot+"/jobs/{key...}", jobPage(onceq.NewProducer(rdb, store, onceq.ProducerOptions{})))
+	return mux, nil
 }
 
 // sharedClient hands asynqmon our client instead of letting it dial its own.

@@ -28,7 +28,7 @@ func TestDashboardRefusesCrossOriginWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tok = "dashboard-token-0123"
-	base := serve(t, admin.Options{Token: tok, Dashboard: admin.Dashboard(rdb, false)})
+	base := serve(t, admin.Options{Token: tok, Dashboard: dashboard(t, rdb, false)})
 	basic := "Basic " + b64("op:"+tok)
 	paused := func() bool {
 		t.Helper()

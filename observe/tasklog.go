@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,14 +17,16 @@ import (
 // key, outcome, attempt, incarnation (of the key: 2 and up after a job
 // failed for good; 0 for an unreadable header) and duration, at info when the run succeeded (only
 // if every is true: ONCEQ_TASK_LOG) and at warn with the error when it did
-// not. Put it inside the dedup middleware: duplicates never run and are
-// logged as decisions instead. Payloads are never logged.
+// not. A handler that succeeded is logged once the middleware has recorded
+// it: a worker fenced out by another (onceq.ErrLeaseLost) recorded nothing,
+// and says lease_lost. Put it inside the dedup middleware: duplicates never
+// run and are logged as decisions instead. Payloads are never logged.
 func TaskLog(log *zap.Logger, every bool) asynq.MiddlewareFunc {
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) (err error) {
 			start := time.Now()
 			outcome := "panic"
-			defer func() {
+			line := func(outcome string, took time.Duration, err error, extra ...zap.Field) {
 				lvl := zapcore.WarnLevel
 				if outcome == "ok" {
 					if !every {
@@ -36,24 +39,41 @@ func TaskLog(log *zap.Logger, every bool) asynq.MiddlewareFunc {
 					return
 				}
 				key, inc := runOf(ctx)
-				fields := []zap.Field{zap.String("type", t.Type()), zap.String("key", key),
+				fields := append([]zap.Field{zap.String("type", t.Type()), zap.String("key", key),
 					zap.String("outcome", outcome), zap.Int("attempt", attempt(ctx)), zap.Int("incarnation", inc),
-					zap.Duration("duration", time.Since(start))}
+					zap.Duration("duration", took)}, extra...)
 				if err != nil {
 					fields = append(fields, zap.Error(err))
 				}
+				ce.Write(fields...)
+			}
+			defer func() {
+				took := time.Since(start)
 				if v := recover(); v != nil {
-					fields = append(fields, zap.String("panic", fmt.Sprint(v)))
-					ce.Write(fields...)
+					line(outcome, took, err, zap.String("panic", fmt.Sprint(v)))
 					panic(v) // asynq's own recovery turns it into a failure
 				}
-				ce.Write(fields...)
+				if outcome == "ok" && onceq.OnRecorded(ctx, func(rerr error) { line(recorded(rerr), took, rerr) }) {
+					return
+				}
+				line(outcome, took, err)
 			}()
 			err = next.ProcessTask(ctx, t)
 			outcome = runOutcome(err)
 			return err
 		})
 	}
+}
+
+// recorded names how recording a run that succeeded went.
+func recorded(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, onceq.ErrLeaseLost):
+		return "lease_lost"
+	}
+	return "error"
 }
 
 // runOf is the key and incarnation the middleware ran the task under;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
@@ -74,6 +75,14 @@ func TestTaskLogIncarnation(t *testing.T) {
 // behindMiddleware is h behind onceq's middleware on an in-memory Redis.
 func behindMiddleware(t *testing.T, h asynq.Handler) asynq.Handler {
 	t.Helper()
+	_, wrapped := behindMiddlewareStore(t, h)
+	return wrapped
+}
+
+// behindMiddlewareStore is behindMiddleware with the store, for a test
+// that plays another worker.
+func behindMiddlewareStore(t *testing.T, h asynq.Handler) (*onceq.RedisStore, asynq.Handler) {
+	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
@@ -85,5 +94,36 @@ func behindMiddleware(t *testing.T, h asynq.Handler) asynq.Handler {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mw.Shutdown(context.Background()) })
-	return mw.Wrap(h)
+	return store, mw.Wrap(h)
+}
+
+// A worker fenced out (another took its key over while its handler ran)
+// records nothing: its line says lease_lost, at warn, not ok.
+func TestTaskLogLeaseLost(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.DebugLevel)
+	k := onceq.Key{Namespace: "email:send", ID: "w-2"}
+	var store *onceq.RedisStore
+	store, h := behindMiddlewareStore(t, observe.TaskLog(zap.New(core), true)(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		// The takeover a recoverer makes after this worker's lease ran out.
+		if err := store.Forget(ctx, k); err != nil {
+			return err
+		}
+		c, err := store.Claim(ctx, k, "", time.Minute, "")
+		if err != nil || c.Outcome != onceq.Acquired {
+			t.Errorf("takeover claim: %+v %v", c, err)
+		}
+		return nil
+	})))
+	task := asynq.NewTaskWithHeaders(k.Namespace, []byte(`{}`), map[string]string{"onceq-key": k.String()})
+	if err := h.ProcessTask(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	entries := logs.TakeAll()
+	if len(entries) != 1 {
+		t.Fatalf("%d lines, want 1: %+v", len(entries), entries)
+	}
+	if f := entries[0].ContextMap(); entries[0].Level != zapcore.WarnLevel || f["outcome"] != "lease_lost" || f["key"] != k.String() {
+		t.Fatalf("fenced-out line %+v %v, want outcome lease_lost at warn", entries[0].Entry, f)
+	}
 }

@@ -104,6 +104,9 @@ func TestCatalogKinds(t *testing.T) {
 		if k.KeyRule == "" {
 			t.Errorf("%s has no documented key rule", k.Type)
 		}
+		if !k.WriteResult { // else asynqmon shows "non-printable bytes" for it
+			t.Errorf("%s does not write its result for the dashboard", k.Type)
+		}
 	}
 	want := []string{"email:send", "order:fulfil", "payment:charge", "scan:file", "sms:send", "webhook:process"}
 	if len(types) != len(want) {

@@ -73,6 +73,8 @@ func emailSpec(Windows) onceq.Spec[Email] {
 		ID:       func(e Email) string { return e.ID },
 		SetID:    func(e *Email, id string) { e.ID = id },
 		Validate: Email.validate,
+		// asynqmon shows an empty result as "non-printable bytes".
+		WriteResult: true,
 	}
 }
 

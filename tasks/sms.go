@@ -57,6 +57,8 @@ func smsSpec(Windows) onceq.Spec[SMS] {
 		ID:       func(m SMS) string { return m.ID },
 		SetID:    func(m *SMS, id string) { m.ID = id },
 		Validate: SMS.validate,
+		// asynqmon shows an empty result as "non-printable bytes".
+		WriteResult: true,
 	}
 }
 

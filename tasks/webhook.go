@@ -130,6 +130,7 @@ func webhookSpec(emails *onceq.Typed[Email]) onceq.Spec[Webhook] {
 			_, _, err := wh.route(emails)
 			return err
 		},
+		WriteResult: true, // what the event was routed to, on the dashboard
 	}
 }
 

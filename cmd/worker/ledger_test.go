@@ -191,7 +191,14 @@ func TestWorkerRelaysOutbox(t *testing.T) {
 	cfg := baseEnv(t, srv.Addr)
 	cfg["ONCEQ_POSTGRES_URL"] = dbURL
 	cfg["ONCEQ_OUTBOX"] = "on"
-	startWorker(t, cfg)
+	w := startWorker(t, cfg)
+	// The worker migrates Postgres once it answers, after start-up (an
+	// optional dependency): the outbox table is there only then.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.logs.String(), "postgres ledger ready"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger never ready:\n%s", w.logs)
+		}
+	}
 	e := newEnv(t, srv.Client(t))
 	j, err := testenv.Job(tasks.Orders.Job(tasks.Order{OrderID: "ord-outbox-1", Customer: "c1",
 		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}}}))

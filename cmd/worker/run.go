@@ -70,7 +70,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	}
 	defer d.Shutdown(5 * time.Second) // on early returns; a no-op after the drain below
 	rdb := d.Redis
-	adm, err := d.Listen(cfg.Admin, http.NewServeMux(), admin.Dashboard(rdb, cfg.DashboardReadOnly))
+	dash, err := admin.Dashboard(rdb, cfg.DashboardReadOnly)
+	if err != nil {
+		return err
+	}
+	adm, err := d.Listen(cfg.Admin, http.NewServeMux(), dash)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func setVariables(t *testing.T, m *manifests) []string {
 		c := onceqContainer(t, w)
 		for _, from := range c.EnvFrom {
 			if from.SecretRef != nil {
-				// Other keys (KEDA_REDIS_ADDRESS) are for KEDA; config ignores
+				// Other keys (PROMETHEUS_API_TOKEN) are for others; config ignores
 				// names without the prefix.
 				for k := range secretData(t, m, from.SecretRef.Name) {
 					if strings.HasPrefix(k, config.Prefix+"_") {

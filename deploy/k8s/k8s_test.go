@@ -40,7 +40,6 @@ const onceqImage = "ghcr.io/onceq/onceq"
 var prodSecret = map[string]string{
 	"ONCEQ_REDIS_URL":      "rediss://redis.example:6380/0",
 	"ONCEQ_REDIS_PASSWORD": "placeholder-redis-password",
-	"KEDA_REDIS_ADDRESS":   "redis.example:6380",
 	"ONCEQ_ADMIN_TOKEN":    "placeholder-admin-token",
 	"ONCEQ_API_TOKENS":     "shop:placeholder-api-token,prometheus:placeholder-metrics-token",
 	"PROMETHEUS_API_TOKEN": "placeholder-metrics-token",
@@ -83,25 +82,7 @@ type scaledObject struct {
 			Name       string                         `json:"name,omitempty"`
 			MetricType autoscalingv2.MetricTargetType `json:"metricType,omitempty"`
 			Metadata   map[string]string              `json:"metadata"`
-			AuthRef    *struct {
-				Name string `json:"name"`
-				Kind string `json:"kind,omitempty"`
-			} `json:"authenticationRef,omitempty"`
 		} `json:"triggers"`
-	} `json:"spec"`
-}
-
-// triggerAuthentication is the part of KEDA's TriggerAuthentication the
-// manifests use.
-type triggerAuthentication struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
-	Spec              struct {
-		SecretTargetRef []struct {
-			Parameter string `json:"parameter"`
-			Name      string `json:"name"`
-			Key       string `json:"key"`
-		} `json:"secretTargetRef"`
 	} `json:"spec"`
 }
 
@@ -118,7 +99,6 @@ var decoders = map[string]func() any{
 	"networking.k8s.io/v1/NetworkPolicy":      func() any { return new(networkingv1.NetworkPolicy) },
 	"autoscaling/v2/HorizontalPodAutoscaler":  func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
 	"keda.sh/v1alpha1/ScaledObject":           func() any { return new(scaledObject) },
-	"keda.sh/v1alpha1/TriggerAuthentication":  func() any { return new(triggerAuthentication) },
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return new(serviceMonitor) },
 	"monitoring.coreos.com/v1/PrometheusRule": func() any { return new(prometheusRule) },
 }

@@ -1,19 +1,15 @@
 package k8s_test
 
 import (
-	"context"
-	"net/url"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/hibiken/asynq"
-
-	"github.com/onceq/onceq/internal/redistest"
+	"sigs.k8s.io/yaml"
 )
-
-// pendingList is where asynq v0.26 keeps queue q's ready tasks; KEDA's
-// Redis list trigger reads its length. TestPendingListIsAsynqs proves it.
-func pendingList(q string) string { return "asynq:{" + q + "}:pending" }
 
 // configuredQueues are the worker's queues as its rendered environment sets them.
 func configuredQueues(t *testing.T, m *manifests) []string {
@@ -31,66 +27,76 @@ func configuredQueues(t *testing.T, m *manifests) []string {
 	return qs
 }
 
-// checkRedisAuth: the trigger authenticates with the worker's own Secret:
-// the address is the host:port of ONCEQ_REDIS_URL, the password the one
-// the worker uses.
-func checkRedisAuth(t *testing.T, m *manifests, trigger string, ref *struct {
-	Name string `json:"name"`
-	Kind string `json:"kind,omitempty"`
-}, redisURL *url.URL) {
+// promtoolPath is promtool, or a skip outside CI.
+func promtoolPath(t *testing.T) string {
 	t.Helper()
-	if ref == nil {
-		t.Errorf("%s: no authenticationRef", trigger)
-		return
-	}
-	var ta *triggerAuthentication
-	for _, a := range all[*triggerAuthentication](m) {
-		if a.Name == ref.Name {
-			ta = a
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("ONCEQ_REQUIRE_REDIS") == "1" { // CI: every tool the tests use is installed
+			t.Fatal("no promtool on PATH")
 		}
+		t.Skip("no promtool on PATH (go install github.com/prometheus/prometheus/cmd/promtool)")
 	}
-	if ta == nil {
-		t.Errorf("%s: TriggerAuthentication %s not rendered", trigger, ref.Name)
-		return
-	}
-	params := map[string]string{}
-	for _, r := range ta.Spec.SecretTargetRef {
-		if r.Name != "onceq-secrets" {
-			t.Errorf("%s: %s from Secret %s, want the worker's onceq-secrets", ta.Name, r.Parameter, r.Name)
-		}
-		v, ok := prodSecret[r.Key]
-		if !ok {
-			t.Errorf("%s: key %s is not in the Secret README.md tells operators to create", ta.Name, r.Key)
-		}
-		params[r.Parameter] = v
-	}
-	if params["address"] != redisURL.Host {
-		t.Errorf("%s: address %q, the worker's Redis is %q", ta.Name, params["address"], redisURL.Host)
-	}
-	if params["password"] != prodSecret["ONCEQ_REDIS_PASSWORD"] {
-		t.Errorf("%s: password is not the worker's ONCEQ_REDIS_PASSWORD", ta.Name)
-	}
+	return promtool
 }
 
-// TestPendingListIsAsynqs enqueues one task on every configured queue with
-// asynq itself and reads the length of the list KEDA watches: each is 1.
-func TestPendingListIsAsynqs(t *testing.T) {
-	t.Parallel()
-	rdb := redistest.Client(t)
-	client := asynq.NewClientFromRedisClient(rdb)
-	for _, name := range overlays {
-		for _, q := range configuredQueues(t, overlay(t, name)) {
-			before, err := rdb.LLen(context.Background(), pendingList(q)).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := client.Enqueue(asynq.NewTask("probe:"+q, nil), asynq.Queue(q)); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := rdb.LLen(context.Background(), pendingList(q)).Result(); err != nil || n != before+1 {
-				t.Errorf("%s: LLEN %s = %d (%v) after enqueueing on %s, want %d: KEDA would watch the wrong list",
-					name, pendingList(q), n, err, q, before+1)
-			}
+// checkScaleQueries runs each queue's trigger query (queries[q]) through
+// promtool on gauges as the worker pods of namespace ns export them: two
+// pods, every queue with its own pending count. A queue that runs scales
+// on its own pending tasks; paused, on none; without its paused gauge the
+// query is empty, which the trigger (ignoreNullValues "false") reports as
+// an error rather than 0. Gauges of another namespace never count.
+func checkScaleQueries(t *testing.T, ns string, queues []string, queries map[string]string) {
+	t.Helper()
+	promtool := promtoolPath(t)
+	type sample struct {
+		Labels string  `json:"labels"`
+		Value  float64 `json:"value"`
+	}
+	type exprTest struct {
+		Expr       string   `json:"expr"`
+		EvalTime   string   `json:"eval_time"`
+		ExpSamples []sample `json:"exp_samples"`
+	}
+	type series struct {
+		Series string `json:"series"`
+		Values string `json:"values"`
+	}
+	var in []series
+	var exprs []exprTest
+	for i, q := range queues {
+		pending := 100 * (i + 1)
+		for _, pod := range []string{"w1", "w2"} {
+			in = append(in,
+				series{fmt.Sprintf(`onceq_queue_size{namespace=%q,pod=%q,queue=%q,state="pending"}`, ns, pod, q), fmt.Sprintf("%d %d %d", pending, pending, pending)},
+				// Running at 0m, paused at 1m, its gauge gone (stale) at 2m.
+				series{fmt.Sprintf(`onceq_queue_paused{namespace=%q,pod=%q,queue=%q}`, ns, pod, q), "0 1 stale"})
 		}
+		in = append(in,
+			series{fmt.Sprintf(`onceq_queue_size{namespace="other",pod="x",queue=%q,state="pending"}`, q), "9999 9999 9999"},
+			series{fmt.Sprintf(`onceq_queue_paused{namespace="other",pod="x",queue=%q}`, q), "0 0 0"})
+		query, ok := queries[q]
+		if !ok {
+			continue // reported by the caller
+		}
+		exprs = append(exprs,
+			exprTest{query, "0m", []sample{{"{}", float64(pending)}}},
+			exprTest{query, "1m", []sample{{"{}", 0}}},
+			exprTest{query, "2m", nil})
+	}
+	file := map[string]any{
+		"evaluation_interval": "1m",
+		"tests":               []any{map[string]any{"interval": "1m", "input_series": in, "promql_expr_test": exprs}},
+	}
+	b, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "keda-queries.test.yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules on the KEDA queries: %v\n%s", err, out)
 	}
 }

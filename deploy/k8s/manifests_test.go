@@ -299,9 +299,9 @@ func checkRedisPeers(t *testing.T, m *manifests, np *networkingv1.NetworkPolicy,
 	}
 }
 
-// Prod scales workers with KEDA on each configured queue's pending list in
-// Redis, authenticated from the worker's own Secret, with CPU as a second
-// trigger, and never to zero: asynq's recoverer runs inside workers.
+// Prod scales workers with KEDA on each configured queue's pending tasks
+// unless it is paused (the worker's gauges, through Prometheus), with CPU as
+// a second trigger, and never to zero: asynq's recoverer runs inside workers.
 func TestKEDAScaledObject(t *testing.T) {
 	m := overlay(t, "prod")
 	sos := all[*scaledObject](m)
@@ -322,26 +322,28 @@ func TestKEDAScaledObject(t *testing.T) {
 		t.Errorf("maxReplicaCount %s below minReplicaCount %d", deref(mx), *mn)
 	}
 	queues := configuredQueues(t, m)
-	redisURL, err := url.Parse(prodSecret["ONCEQ_REDIS_URL"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	lists := map[string]bool{}
+	ns := so.Namespace // the worker's too: KEDA scales only in its own namespace
+	queries := map[string]string{}
 	var cpu bool
 	for _, tr := range so.Spec.Triggers {
 		switch tr.Type {
-		case "redis":
-			lists[tr.Metadata["listName"]] = true
-			if n, err := strconv.Atoi(tr.Metadata["listLength"]); err != nil || n <= 0 {
-				t.Errorf("%s: listLength %q", tr.Name, tr.Metadata["listLength"])
+		case "prometheus":
+			md := tr.Metadata
+			q := strings.TrimPrefix(tr.Name, "pending-")
+			if !slices.Contains(queues, q) {
+				t.Errorf("trigger %s: %q is no configured queue (%v)", tr.Name, q, queues)
+				continue
 			}
-			if tls := tr.Metadata["enableTLS"] == "true"; tls != (redisURL.Scheme == "rediss") {
-				t.Errorf("%s: enableTLS %q for a %s:// Redis", tr.Name, tr.Metadata["enableTLS"], redisURL.Scheme)
+			queries[q] = md["query"]
+			if n, err := strconv.Atoi(md["threshold"]); err != nil || n <= 0 {
+				t.Errorf("%s: threshold %q", tr.Name, md["threshold"])
 			}
-			if db := "/" + tr.Metadata["databaseIndex"]; db != redisURL.Path {
-				t.Errorf("%s: databaseIndex %q, the worker uses %q", tr.Name, tr.Metadata["databaseIndex"], redisURL.Path)
+			if md["ignoreNullValues"] != "false" {
+				t.Errorf("%s: ignoreNullValues %q: a missing gauge must be an error, not 0 pending", tr.Name, md["ignoreNullValues"])
 			}
-			checkRedisAuth(t, m, tr.Name, tr.AuthRef, redisURL)
+			if u, err := url.Parse(md["serverAddress"]); err != nil || u.Host == "" {
+				t.Errorf("%s: serverAddress %q", tr.Name, md["serverAddress"])
+			}
 		case "cpu":
 			cpu = true
 			if tr.MetricType != autoscalingv2.UtilizationMetricType || tr.Metadata["value"] == "" {
@@ -351,18 +353,15 @@ func TestKEDAScaledObject(t *testing.T) {
 				t.Error("cpu trigger without a CPU request on the worker")
 			}
 		default:
-			t.Errorf("unexpected trigger type %q", tr.Type)
+			t.Errorf("unexpected trigger type %q (a redis list trigger cannot see a paused queue)", tr.Type)
 		}
 	}
 	for _, q := range queues {
-		if !lists[pendingList(q)] {
-			t.Errorf("no redis trigger on queue %s's pending list %s", q, pendingList(q))
+		if _, ok := queries[q]; !ok {
+			t.Errorf("no prometheus trigger pending-%s for queue %s", q, q)
 		}
-		delete(lists, pendingList(q))
 	}
-	for l := range lists {
-		t.Errorf("redis trigger on %s, which is no configured queue's pending list", l)
-	}
+	checkScaleQueries(t, ns, queues, queries)
 	if !cpu {
 		t.Error("no cpu trigger")
 	}
