@@ -121,7 +121,7 @@ func Define[P any](s Spec[P]) *Typed[P] {
 		volatile: volatileOf(zero), DoneTTL: s.DoneTTL,
 		build: func(payload []byte, explicit, scope string) (Job, error) {
 			var p P
-			if err := Decode(payload, &p); err != nil {
+			if err := decode(payload, &p); err != nil {
 				return Job{}, fmt.Errorf("onceq: %s: %w", s.Type, err)
 			}
 			return t.job(p, explicit, scope)

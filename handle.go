@@ -27,7 +27,7 @@ func Handle[P, R any](t *Typed[P], fn func(ctx context.Context, p P) (R, error))
 			ctx = withRun(ctx, r)
 		}
 		var p P
-		if err := Decode(task.Payload(), &p); err != nil {
+		if err := decode(task.Payload(), &p); err != nil {
 			return permanent(fmt.Errorf("onceq: %s: decode payload: %w", task.Type(), err))
 		}
 		if t.spec.Prepare != nil {

@@ -3,22 +3,22 @@ package onceq
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/hibiken/asynq"
+	"github.com/onceq/onceq/internal/strictjson"
 )
 
 // ErrInvalid is wrapped by every constructor and handler error caused by a
 // payload that can never succeed (bad address, traversal path, bad amount).
 // Handlers also wrap asynq.SkipRetry with it, so asynq archives the task.
-var ErrInvalid = errors.New("invalid payload")
+var ErrInvalid = strictjson.ErrInvalid
 
-// ErrMalformed is wrapped by Decode's errors: the payload is not the
-// expected JSON at all (syntax, unknown field, wrong type), as opposed to
-// well-formed JSON whose content is refused. It wraps ErrInvalid.
-var ErrMalformed = fmt.Errorf("%w: malformed JSON", ErrInvalid)
+// ErrMalformed is wrapped by the errors of a payload that is not the
+// expected JSON at all (syntax, duplicate or case-variant names, unknown
+// field, wrong type, trailing data), as opposed to well-formed JSON whose
+// content is refused. It wraps ErrInvalid.
+var ErrMalformed = strictjson.ErrMalformed
 
 // newJob marshals payload and builds its Job with the key and fingerprint
 // derive gives it; the fingerprint is fpOf's instead when fpOf is
@@ -92,16 +92,5 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// Decode strictly decodes one JSON payload into v: invalid UTF-8, duplicate
-// member names, names that match a field only in another case, unknown
-// fields, trailing data and wrong types are errors wrapping ErrMalformed
-// (and so ErrInvalid). With last-one-wins or case folding,
-// `"amount":1,"Amount":9` would charge 9 while a reviewer of the body reads
-// 1. The JSON v2 decoder has these modes by default; we only add the
-// rejection of unknown members.
-func Decode(data []byte, v any) error {
-	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	return nil
-}
+// decode is the strict decoder every payload goes through (strictjson).
+func decode(data []byte, v any) error { return strictjson.Decode(data, v) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -184,7 +185,7 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 // type is the body's "type", or GitHub's X-GitHub-Event header.
 func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tasks.Webhook, error) {
 	var fields map[string]json.RawMessage
-	if err := onceq.Decode(body, &fields); err != nil {
+	if err := strictjson.Decode(body, &fields); err != nil {
 		return tasks.Webhook{}, err
 	}
 	wh := tasks.Webhook{Body: body}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -23,7 +24,7 @@ func TestDecodeRefusesAmbiguousPayloads(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var p tasks.Payment
-			if err := onceq.Decode([]byte(in), &p); !errors.Is(err, onceq.ErrInvalid) {
+			if err := strictjson.Decode([]byte(in), &p); !errors.Is(err, onceq.ErrInvalid) {
 				t.Fatalf("Decode(%s) = %v (amount %d), want ErrInvalid", in, err, p.Amount)
 			}
 			c, err := tasks.NewCatalog(tasks.Windows{})
@@ -36,7 +37,7 @@ func TestDecodeRefusesAmbiguousPayloads(t *testing.T) {
 		})
 	}
 	var p tasks.Payment
-	if err := onceq.Decode([]byte(`{"payment_id":"p","account":"a","amount":100,"currency":"EUR"}`), &p); err != nil || p.Amount != 100 {
+	if err := strictjson.Decode([]byte(`{"payment_id":"p","account":"a","amount":100,"currency":"EUR"}`), &p); err != nil || p.Amount != 100 {
 		t.Fatalf("a plain payload: %v %+v", err, p)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -35,7 +36,7 @@ func readBatch(c *tasks.Catalog, in io.Reader) ([]onceq.Job, error) {
 			continue
 		}
 		var bl batchLine
-		if err := onceq.Decode([]byte(line), &bl); err != nil {
+		if err := strictjson.Decode([]byte(line), &bl); err != nil {
 			return nil, fmt.Errorf("batch line %d: %w", n, err)
 		}
 		j, err := c.Build(bl.Type, bl.Payload, bl.IdempotencyKey, "")

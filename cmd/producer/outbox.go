@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
@@ -78,7 +79,7 @@ func checkout(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 			continue
 		}
 		var o shopOrder
-		if err := onceq.Decode([]byte(line), &o); err != nil {
+		if err := strictjson.Decode([]byte(line), &o); err != nil {
 			return fmt.Errorf("checkout: line %d: %w", n, err)
 		}
 		p, _ := json.Marshal(tasks.Payment{PaymentID: o.paymentID(), Account: o.Account, Amount: o.Amount, Currency: o.Currency})
