@@ -250,10 +250,18 @@ func TestOutboxKillsAndRestarts(t *testing.T) {
 
 	// Phase 2: a relay alone, killed with -9 in the middle of a batch. A
 	// batch deletes its rows only after all its enqueues, so the first task
-	// in Redis means a batch is open; Redis is frozen there (SIGSTOP) so
-	// the kill lands before the batch can commit.
+	// in Redis means a batch is open. The relay reaches Redis through a
+	// proxy that holds every reply 20 ms, so the batch is still open when
+	// the test sees that task (without it a batch could commit first: it
+	// did once in CI); Redis is frozen there (SIGSTOP) for the kill.
 	_, prodBin := binaries(t)
-	relayVars := map[string]string{"ONCEQ_REDIS_URL": "redis://" + r.redis.Addr, "ONCEQ_POSTGRES_URL": pg.URL, "ONCEQ_LOG_LEVEL": "warn"}
+	slow, err := NewProxy(r.redis.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	slow.Delay(20 * time.Millisecond)
+	relayVars := map[string]string{"ONCEQ_REDIS_URL": "redis://" + slow.Addr, "ONCEQ_POSTGRES_URL": pg.URL, "ONCEQ_LOG_LEVEL": "warn"}
 	committed := count(`SELECT count(*) FROM shop_orders`)
 	rl := exec.Command(prodBin, "relay")
 	rl.Env = testenv.ChildEnv(relayVars)
