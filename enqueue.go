@@ -42,8 +42,8 @@ var guardScripts = func() map[string]*redis.Script {
 			panic(err)
 		}
 		sum := sha1.Sum(src)
-		out[hex.EncodeToString(sum[:])] = redis.NewScript(string(guard) +
-			"local function asynq_insert()" + string(src) + "end\nreturn asynq_insert()\n")
+		out[hex.EncodeToString(sum[:])] = redis.NewScript(
+			"local function asynq_insert()" + string(src) + "end\n" + string(guard))
 	}
 	return out
 }()
@@ -53,6 +53,7 @@ var guardScripts = func() map[string]*redis.Script {
 // client not from guardEnqueues): then nothing was checked or replaced.
 type enqueueGuard struct {
 	key     Key
+	fp      string
 	replace string
 	Ran     bool
 }
@@ -65,8 +66,10 @@ type guardKey struct{}
 // another slot), and an existing task of k in one of the asynq states
 // replace ("archived", "pending", "scheduled", "completed") is swapped for
 // the new one atomically. Any other existing task refuses it, as asynq's task id does.
-func guardEnqueue(ctx context.Context, k Key, replace ...string) (context.Context, *enqueueGuard) {
-	g := &enqueueGuard{key: k}
+// Outside Cluster the task's hash keeps k's record key and fingerprint fp,
+// for the worker's joined dequeue (join.go).
+func guardEnqueue(ctx context.Context, k Key, fp string, replace ...string) (context.Context, *enqueueGuard) {
+	g := &enqueueGuard{key: k, fp: fp}
 	if len(replace) > 0 {
 		g.replace = "," + strings.Join(replace, ",") + ","
 	}
@@ -105,5 +108,5 @@ func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, 
 		ks = append(ks, recordKey(g.key))
 	}
 	g.Ran = true
-	return script.Run(ctx, c.UniversalClient, ks, append(args[:3:3], id, g.replace)...)
+	return script.Run(ctx, c.UniversalClient, ks, append(args[:3:3], id, g.replace, g.fp)...)
 }

@@ -39,7 +39,7 @@ func TestEnqueueGuardContract(t *testing.T) {
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	k := onceq.Key{Namespace: "guard:test", ID: "k-1"}
 	for _, opts := range [][]asynq.Option{{}, {asynq.ProcessIn(time.Hour)}} {
-		gctx, g := onceq.GuardEnqueue(ctx, k, "pending", "scheduled")
+		gctx, g := onceq.GuardEnqueue(ctx, k, "", "pending", "scheduled")
 		opts = append(opts, asynq.TaskID(k.TaskID()))
 		if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", []byte(`{}`)), opts...); err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestEnqueueGuardContract(t *testing.T) {
 		t.Fatalf("queue %+v (%v); want the second insert to have replaced the first", q, err)
 	}
 	// Without replace states an existing task refuses, as asynq's own does.
-	gctx, _ := onceq.GuardEnqueue(ctx, k)
+	gctx, _ := onceq.GuardEnqueue(ctx, k, "")
 	if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", nil), asynq.TaskID(k.TaskID())); !errors.Is(err, asynq.ErrTaskIDConflict) {
 		t.Fatalf("unguarded repeat: %v, want ErrTaskIDConflict", err)
 	}
@@ -74,7 +74,7 @@ func TestEnqueueGuardOnCluster(t *testing.T) {
 	client := asynq.NewClientFromRedisClient(onceq.GuardEnqueues(rdb))
 	k := onceq.Key{Namespace: "guard:test", ID: "cluster-1"}
 	for i, replace := range [][]string{nil, {"pending"}} {
-		gctx, g := onceq.GuardEnqueue(ctx, k, replace...)
+		gctx, g := onceq.GuardEnqueue(ctx, k, "", replace...)
 		if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", []byte{byte('a' + i)}), asynq.TaskID(k.TaskID())); err != nil || !g.Ran {
 			t.Fatalf("insert %d on a cluster: %v (guard ran: %v)", i, err, g.Ran)
 		}

@@ -115,3 +115,15 @@ func RecoverTask(ctx context.Context, rdb redis.UniversalClient, queue, id strin
 	}
 	return "", nil
 }
+
+// ForgetJoinScripts makes srv's join know none of asynq's dequeue scripts
+// (dequeue) or acknowledgement scripts (ack), as if asynq sent others.
+// Call it before Start.
+func ForgetJoinScripts(srv *Server, dequeue, ack bool) {
+	if dequeue {
+		srv.mw.join.dequeues = nil
+	}
+	if ack {
+		srv.mw.join.acks = nil
+	}
+}

@@ -1,5 +1,10 @@
 package onceq
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Every Redis key onceq's engine writes is built here. The hash tag {ns/id}
 // puts all keys of one idempotency key in one Cluster slot, so each Lua call
 // touches one slot; NewKey keeps '{' and '}' out of ns and id.
@@ -17,3 +22,13 @@ func windowKey(k Key) string { return keyPrefix + "{" + k.String() + "}:win" }
 // exists while the process runs. Owner: the Server, which refreshes it
 // every third of its TTL and deletes it last on shutdown.
 func liveKey(owner string) string { return keyPrefix + "{" + owner + "}:live" }
+
+// keyOfRecord is the inverse of recordKey.
+func keyOfRecord(rec string) (Key, error) {
+	s, ok := strings.CutPrefix(rec, keyPrefix+"{")
+	s, ok2 := strings.CutSuffix(s, "}:rec")
+	if !ok || !ok2 {
+		return Key{}, fmt.Errorf("onceq: %q is not a record key", rec)
+	}
+	return parseKeyString(s)
+}

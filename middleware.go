@@ -82,6 +82,7 @@ type Middleware struct {
 	keys      map[Key]int   // claims being made or held by this process, per key
 	finishing map[Hold]bool // handler done, its run records the end: Shutdown leaves it
 	cut       map[Hold]bool // released by Shutdown: the run records nothing more
+	join      *joiner       // a Server's: claims and completions ride asynq's scripts (join.go); nil: none
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -186,6 +187,15 @@ func (m *Middleware) claim(ctx context.Context, k Key, fp string) (Claim, error)
 	busy := m.keys[k] > 0
 	m.keys[k]++
 	m.mu.Unlock()
+	if c, ok := m.join.claimed(ctx, k, fp); ok {
+		if c.Outcome != Acquired {
+			m.mu.Lock()
+			m.dropKey(k)
+			m.mu.Unlock()
+		}
+		return c, nil
+	}
+	m.join.flushKey(k) // a completion of k still waiting is recorded first
 	delivery := ""
 	if id, ok := asynq.GetTaskID(ctx); ok && !busy {
 		delivery = bootOwner + "/" + strings.ReplaceAll(id, "|", "_")
@@ -210,7 +220,12 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 	defer cancel(nil)
 	hctx, sink := withResultSink(hctx)
 	m.track(h, cancel)
-	defer m.untrack(h)
+	parked := false
+	defer func() {
+		if !parked {
+			m.untrack(h)
+		}
+	}()
 
 	// Bookkeeping outlives the task's context: a handler that finished must
 	// be recorded even if asynq is cancelling it, for as long as the claim
@@ -249,6 +264,13 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 		return err
 	}
 	result := sink.b
+	if m.join.park(ctx, h, result, o.DoneTTL, sink) {
+		// asynq's acknowledgement records it (join.go); the hold stays
+		// tracked, and heartbeats extend it, until then.
+		parked = true
+		m.writeResult(t, o, result)
+		return nil
+	}
 	bg, stop := after()
 	defer stop()
 	err = m.complete(bg, h, result, o.DoneTTL)
@@ -259,12 +281,16 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 		}
 		return err
 	}
+	m.writeResult(t, o, result)
+	return nil
+}
+
+func (m *Middleware) writeResult(t *asynq.Task, o typeOptions, result []byte) {
 	if o.WriteResult && len(result) > 0 {
 		if w := t.ResultWriter(); w != nil {
 			_, _ = w.Write(result)
 		}
 	}
-	return nil
 }
 
 // complete records the run. Failing here after the effect would let
@@ -365,6 +391,7 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 		close(m.stop)
 	}
 	<-m.done
+	jerr := m.join.shutdown(ctx) // what asynq did not acknowledge is recorded
 	m.mu.Lock()
 	cut := make(map[Hold]context.CancelCauseFunc, len(m.active))
 	for h, c := range m.active {
@@ -374,7 +401,7 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
-	var errs []error
+	errs := []error{jerr}
 	for h, c := range cut {
 		if err := m.store.Release(ctx, h, "cut off by shutdown"); err != nil && !errors.Is(err, ErrLeaseLost) {
 			errs = append(errs, err)

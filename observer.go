@@ -16,6 +16,7 @@ const (
 	opReserve  = storerule.OpReserve
 	opEnqueue  = "enqueue"
 	opRecover  = "recover"
+	opJoin     = "join"
 
 	outcomeClaimed    = storerule.OutcomeClaimed
 	outcomeDuplicate  = storerule.OutcomeDuplicate

@@ -207,7 +207,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 	if j.Unique <= 0 {
 		return p.client.EnqueueContext(ctx, task, opts...)
 	}
-	gctx, guard := guardEnqueue(ctx, j.Key, in.replace...)
+	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, in.replace...)
 	info, err := p.client.EnqueueContext(gctx, task, opts...)
 	if !guard.Ran && len(in.replace) > 0 && errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil, fmt.Errorf("onceq: cannot replace the task of %s: this asynq's enqueue script is not the one onceq guards (%w)", holder, err)

@@ -78,6 +78,12 @@ func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 			return Claim{}, s.fail(ctx, opClaim, k, err)
 		}
 	}
+	s.report(ctx, k, c)
+	return c, nil
+}
+
+// report observes the outcome of a claim of k.
+func (s *RedisStore) report(ctx context.Context, k Key, c Claim) {
 	switch c.Outcome {
 	case Acquired:
 		s.observe(ctx, opClaim, k, outcomeClaimed, c.Hold.Token, "")
@@ -88,7 +94,6 @@ func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 	case Conflict:
 		s.observe(ctx, opClaim, k, outcomeMismatch, 0, storerule.ReasonMismatch(c.Fingerprint))
 	}
-	return c, nil
 }
 
 // decide answers a claim from a record it did not acquire. pttl < 0 means

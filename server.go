@@ -48,7 +48,7 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{srv: asynq.NewServerFromRedisClient(rdb, ServerConfig(cfg)), mw: mw, rdb: rdb,
+	s := &Server{srv: asynq.NewServerFromRedisClient(joining(rdb, store, mw), ServerConfig(cfg)), mw: mw, rdb: rdb,
 		live: mw.opts.Liveness, stop: make(chan struct{})}
 	if rs, ok := store.(*RedisStore); ok && rs.rdb == rdb && s.live > 0 {
 		s.store = rs

@@ -1,5 +1,6 @@
--- onceq's guard, run in place of asynq's enqueue or schedule script (appended
--- below it unchanged, by enqueue.go), so the checks and the insert are one step.
+-- onceq's guard, run in place of asynq's enqueue or schedule script (defined
+-- above it unchanged as asynq_insert, by enqueue.go), so the checks and the
+-- insert are one step.
 -- KEYS[1], KEYS[2], ARGV[1..3] -> asynq's own: the task hash, and the pending
 --   list (enqueue) or the scheduled set (schedule); message, id/time as asynq sends
 -- KEYS[3] -> asynq:{<queue>}:pending
@@ -12,6 +13,8 @@
 --            delimited on both ends (",archived," or ",pending,scheduled,"); "" none.
 --            "completed" is replaced only while the record is not done: its
 --            retention outlived the record's done TTL (asynq's janitor lags)
+-- ARGV[6] -> the job's fingerprint, kept in the task's hash with KEYS[7] as
+--            onceq_fp and onceq_rec so the worker's dequeue can claim it (join.go)
 -- Returns: asynq's reply, 1 inserted or 0 refused (its task id conflict). It is
 -- also 0, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
@@ -41,3 +44,8 @@ if state then
   end
   redis.call('DEL', KEYS[1])
 end
+local n = asynq_insert()
+if n == 1 and KEYS[7] then
+  redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
+end
+return n

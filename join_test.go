@@ -1,0 +1,212 @@
+package onceq_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/oncetest"
+)
+
+// recordCalls counts the commands a client sends of its own on idempotency
+// records (a claim's SET or script, a completion's script): what the join
+// saves, since inside a joined script they are not commands of the client.
+type recordCalls struct {
+	mu sync.Mutex
+	n  map[string]int // command name -> count
+}
+
+func (c *recordCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *recordCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *recordCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *recordCalls) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	key := ""
+	switch name := cmd.Name(); name {
+	case "set":
+		key, _ = args[1].(string)
+	case "evalsha": // not an EVAL: that re-sends a script after NOSCRIPT
+		if len(args) > 3 {
+			key, _ = args[3].(string)
+		}
+	default:
+		return
+	}
+	if strings.HasPrefix(key, "onceq:") && strings.HasSuffix(key, "}:rec") {
+		c.mu.Lock()
+		c.n[cmd.Name()]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *recordCalls) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.n {
+		n += v
+	}
+	return n
+}
+
+// joinRun processes n jobs through a Server on a real redis-server, with
+// forget passed to ForgetJoinScripts, and returns the record commands the
+// worker sent of its own per job and the middleware's events.
+func joinRun(t *testing.T, n int, forgetDequeue, forgetAck bool) (perJob float64, events []onceq.Event) {
+	t.Helper()
+	ctx := context.Background()
+	srvRedis := redistest.Start(t)
+	rdb := srvRedis.Client(t)
+	calls := &recordCalls{n: map[string]int{}}
+	wrdb := srvRedis.Client(t)
+	wrdb.AddHook(calls)
+
+	type note struct {
+		ID string `json:"id"`
+	}
+	kind := onceq.Define(onceq.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }})
+	catalog, err := onceq.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &oncetest.Recorder{}
+	srv, err := onceq.NewServer(wrdb, nil, asynq.Config{Concurrency: 4, LogLevel: asynq.WarnLevel},
+		onceq.MiddlewareOptions{Catalog: catalog, Observer: rec.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onceq.ForgetJoinScripts(srv, forgetDequeue, forgetAck)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	mux := asynq.NewServeMux()
+	mux.Handle(kind.Type, onceq.Handle(kind, func(ctx context.Context, n note) (string, error) {
+		mu.Lock()
+		runs[n.ID]++
+		mu.Unlock()
+		return "noted " + n.ID, nil
+	}))
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	var stop sync.Once
+	shutdown := func() {
+		stop.Do(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	defer shutdown()
+
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	var jobs []onceq.Job
+	for i := range n {
+		j := kind.Job(note{ID: fmt.Sprintf("n-%d", i)})
+		if out, err := producer.Enqueue(ctx, j); err != nil || out.Decision != onceq.Enqueued {
+			t.Fatalf("enqueue %d: %v %v", i, out.Decision, err)
+		}
+		jobs = append(jobs, j)
+	}
+	for i, j := range jobs {
+		st, err := producer.Wait(ctx, j, 20*time.Second)
+		want := fmt.Sprintf("noted n-%d", i)
+		if err != nil || st.State != onceq.StatusDone || fmt.Sprintf("%s", st.Result) != fmt.Sprintf("%q", want) {
+			t.Fatalf("job %d: %s %s %v; want done with %s", i, st.State, st.Result, err, want)
+		}
+		// The task kept by asynq's retention no longer carries onceq's
+		// fields once a joined acknowledgement took them out.
+		if f, err := rdb.HMGet(ctx, "asynq:{default}:t:"+j.Key.TaskID(), "onceq_rec", "onceq_fp").Result(); forgetAck {
+		} else if err != nil || f[0] != nil || f[1] != nil {
+			t.Errorf("job %d: task hash still has onceq's fields %v (%v)", i, f, err)
+		}
+		again, err := producer.Enqueue(ctx, j)
+		if err != nil || again.Decision != onceq.Duplicate || string(again.Result) != fmt.Sprintf("%q", want) {
+			t.Errorf("repeat %d: %s %s %v; want duplicate with %s", i, again.Decision, again.Result, err, want)
+		}
+	}
+	shutdown()
+	for id, r := range runs {
+		if r != 1 {
+			t.Errorf("%s ran %d times", id, r)
+		}
+	}
+	if len(runs) != n {
+		t.Errorf("%d of %d jobs ran", len(runs), n)
+	}
+	t.Logf("record commands of the worker's own: %v", calls.n)
+	return float64(calls.total()) / float64(n), rec.Events()
+}
+
+func joinEvents(events []onceq.Event) []onceq.Event {
+	var out []onceq.Event
+	for _, e := range events {
+		if e.Op == "join" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// The claim rides asynq's dequeue and the completion its acknowledgement:
+// the worker sends no command of its own on a record, so a task costs the
+// two round trips of bare asynq. This fails as soon as go.mod's asynq
+// sends a dequeue or acknowledgement script other than lua/asynq's.
+func TestJoinedScripts(t *testing.T) {
+	t.Parallel()
+	perJob, events := joinRun(t, 30, false, false)
+	if perJob != 0 {
+		t.Errorf("%.2f record commands of the worker's own per job, want 0: claim and completion rode asynq's scripts", perJob)
+	}
+	if e := joinEvents(events); len(e) != 0 {
+		t.Errorf("join events %v, want none", e)
+	}
+}
+
+// An asynq that sends another dequeue script: the join turns itself off
+// with one error event, and every job still runs once, by separate calls
+// (a claim and a completion each).
+func TestJoinFallsBackOnUnknownDequeue(t *testing.T) {
+	t.Parallel()
+	perJob, events := joinRun(t, 20, true, true)
+	if perJob != 2 {
+		t.Errorf("%.2f record commands per job, want 2 (claim, complete)", perJob)
+	}
+	e := joinEvents(events)
+	if len(e) != 1 || e[0].Outcome != "error" || !strings.Contains(e[0].Reason, "calls of their own") {
+		t.Errorf("join events %v, want one error saying claims go separately", e)
+	}
+}
+
+// An asynq whose acknowledgement onceq does not know: the claim still rides
+// the dequeue, the completion goes alone just before asynq's
+// acknowledgement.
+func TestJoinFallsBackOnUnknownAck(t *testing.T) {
+	t.Parallel()
+	perJob, _ := joinRun(t, 20, false, true)
+	if perJob != 1 {
+		t.Errorf("%.2f record commands per job, want 1 (complete)", perJob)
+	}
+}
