@@ -48,17 +48,18 @@ func (r *Report) markdown(w io.Writer) {
 			g.Name, f.USPerOp, d.USPerOp, ratio(g.Name, dupRepeat, dupFirst))
 	}
 	if m := r.Memory; m != nil {
-		fmt.Fprintf(w, "| Redis memory per completed job kept for the window (B) | %.0f | %.0f | |\n", m.PlainTaskBytes, m.PerJob())
+		fmt.Fprintf(w, "| Redis memory per remembered job, %d B payload, result kept (B; asynq+id for bare) | %.0f | %.0f | |\n",
+			m.PayloadBytes, m.PlainTaskBytes+m.PlainEntryBytes, m.PerJob())
 	}
 
-	fmt.Fprintln(w, "\n| target (issue 11) | want | got | |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	fmt.Fprintln(w, "\n| target (issue 24) | want | got | | load |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
 	for _, t := range r.Targets {
-		got := fmt.Sprintf("%.2f", t.Got)
+		got := t.got()
 		if t.Detail != "" {
 			got += " (" + t.Detail + ")"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Want, got, t.verdict())
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Name, t.Want, got, t.verdict(), t.loadText())
 	}
 	if note := r.trustNote(); note != "" {
 		fmt.Fprintf(w, "\nNot a final run: %s.\n", note)
