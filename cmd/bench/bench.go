@@ -31,6 +31,8 @@ type config struct {
 	DupG        []int // goroutines for the duplicate-vs-insert cost
 	Phases      map[string]bool
 	Cluster     bool // also measure a 3-master cluster (-cluster)
+	Netns       bool // redis-server in a network namespace over a veth pair
+	NetnsDelay  time.Duration
 	RedisURL    string
 	Ports       redisproc.Ports // for the redis-server the bench starts
 	CPUProfile  string

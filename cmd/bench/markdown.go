@@ -15,6 +15,9 @@ func (r *Report) markdown(w io.Writer) {
 	s := r.Settings
 	fmt.Fprintf(w, "`%s`: %s, %d CPUs, %s, Redis %s, %d paired rounds of N = %d, load average %s.\n\n",
 		r.Command, r.Platform, r.CPUs, r.Go, r.Redis, s.Rounds, s.N, r.Load)
+	if r.Network != "" {
+		fmt.Fprintf(w, "Network: %s.\n\n", r.Network)
+	}
 	fmt.Fprintln(w, "| measure | bare asynq | onceq | onceq / asynq: median (IQR) |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- |")
 	ratio := func(g, test, base string) string {

@@ -96,6 +96,12 @@ func (r *Report) compareAll() {
 			add(g, dupRepeat, dupFirst, "cost")
 		}
 	}
+	if r.Memory != nil {
+		loads = append(loads, r.Memory.Load)
+	}
+	if r.Cluster != nil {
+		loads = append(loads, r.Cluster.Load)
+	}
 	if len(loads) > 0 {
 		r.Load = LoadSummary{Min: slices.Min(loads), Median: median(loads), Max: slices.Max(loads)}
 	}
