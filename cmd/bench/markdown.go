@@ -38,6 +38,12 @@ func (r *Report) markdown(w io.Writer) {
 		fmt.Fprintf(w, "| round trips per task (task path), allocations per task, %s | %.2f, %.0f | %.2f, %.0f | |\n", name,
 			b.TaskPathTripsPerOp, b.AllocsPerOp, o.TaskPathTripsPerOp, o.AllocsPerOp)
 	}
+	if g := r.group(e2eGroupName); g != nil {
+		b, _ := g.result(sideBare)
+		o, _ := g.result(sideOnceq)
+		fmt.Fprintf(w, "| end to end, 20 %% repeats, c=10 (jobs/s; CPU per job, Go + Redis, µs) | %s; %.0f | %s; %.0f | %s |\n",
+			thousands(b.OpsPerSec), b.GoCPUus+b.RedisCPUus, thousands(o.OpsPerSec), o.GoCPUus+o.RedisCPUus, ratio(g.Name, sideOnceq, sideBare))
+	}
 	for g := range r.groupsNamed("enqueue") {
 		p, _ := g.result(enqPlain)
 		d, _ := g.result(enqDefault)
@@ -55,6 +61,19 @@ func (r *Report) markdown(w io.Writer) {
 			m.PayloadBytes, m.PlainTaskBytes+m.PlainEntryBytes, m.PerJob())
 	}
 
+	// asynq+id is what asynq users already have: the second baseline.
+	fmt.Fprintln(w, "\n| measure | asynq+id | onceq | onceq / asynq+id: median (IQR) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for i := range r.Groups {
+		g := &r.Groups[i]
+		if g.Unit != "tasks" && g.Unit != "jobs" {
+			continue
+		}
+		id, _ := g.result(sideRetained)
+		o, _ := g.result(sideOnceq)
+		fmt.Fprintf(w, "| %s (%s/s; CPU per %s, Go + Redis, µs) | %s; %.0f | %s; %.0f | %s |\n", g.Name, g.Unit, strings.TrimSuffix(g.Unit, "s"),
+			thousands(id.OpsPerSec), id.GoCPUus+id.RedisCPUus, thousands(o.OpsPerSec), o.GoCPUus+o.RedisCPUus, ratio(g.Name, sideOnceq, sideRetained))
+	}
 	fmt.Fprintln(w, "\n| target (issue 24) | want | got | | load |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
 	for _, t := range r.Targets {
