@@ -29,8 +29,10 @@ type config struct {
 	TwoConc     []int // concurrency of each of the two worker subprocesses
 	Goroutines  []int // enqueue concurrencies
 	DupG        []int // goroutines for the duplicate-vs-insert cost
-	Retained    bool  // also process TaskID+Retention tasks without middleware
 	Phases      map[string]bool
+	Cluster     bool // also measure a 3-master cluster (-cluster)
+	Netns       bool // redis-server in a network namespace over a veth pair
+	NetnsDelay  time.Duration
 	RedisURL    string
 	Ports       redisproc.Ports // for the redis-server the bench starts
 	CPUProfile  string
@@ -60,6 +62,7 @@ type benchEmail struct {
 	To       string `json:"to"`
 	Subject  string `json:"subject"`
 	Template string `json:"template"`
+	Body     string `json:"body,omitempty"` // padding to a payload size (memory)
 }
 
 func newBench(cfg config, env *redisEnv) *bench {
@@ -91,12 +94,16 @@ func (b *bench) cleanup(ctx context.Context, queue string) error {
 	if err := b.env.dropQueue(ctx, queue); err != nil {
 		return err
 	}
-	return b.env.deleteMatching(ctx, "onceq:{bench-"+b.run+":*")
+	return b.env.deleteMatching(ctx, b.onceqKeys())
 }
+
+// onceqKeys matches every onceq key of the run, whether its hash tag is
+// the job's namespace and id or the queue's: both carry the run id.
+func (b *bench) onceqKeys() string { return "onceq:*bench-" + b.run + "*" }
 
 // cleanupAll is the end-of-run sweep for anything a failed step left.
 func (b *bench) cleanupAll(ctx context.Context) error {
-	if err := b.env.deleteMatching(ctx, "asynq:{bench-"+b.run+"-*", "onceq:{bench-"+b.run+":*"); err != nil {
+	if err := b.env.deleteMatching(ctx, "asynq:{bench-"+b.run+"-*", b.onceqKeys()); err != nil {
 		return err
 	}
 	qs, err := b.env.admin.SMembers(ctx, "asynq:queues").Result()
@@ -114,22 +121,31 @@ func (b *bench) cleanupAll(ctx context.Context) error {
 }
 
 // payload is a small email-like JSON payload whose "id" is the business key.
-func (b *bench) payload(queue string, i int) (string, []byte) {
+func (b *bench) payload(queue string, i int) (string, []byte) { return b.payloadSized(queue, i, 0) }
+
+// payloadSized is payload padded with a "body" to size bytes (0: no body).
+func (b *bench) payloadSized(queue string, i, size int) (string, []byte) {
 	id := fmt.Sprintf("%s-%d", queue, i)
-	return id, fmt.Appendf(nil, `{"id":%q,"to":"user%d@example.com","subject":"Welcome","template":"welcome-v2"}`, id, i)
+	p := fmt.Appendf(nil, `{"id":%q,"to":"user%d@example.com","subject":"Welcome","template":"welcome-v2"}`, id, i)
+	if pad := size - len(p) - len(`,"body":""`); size > 0 && pad >= 0 {
+		p = fmt.Appendf(p[:len(p)-1], `,"body":"%s"}`, strings.Repeat("x", pad))
+	}
+	return id, p
 }
 
 // plainTask is the bare asynq task: same payload, no headers.
-func (b *bench) plainTask(queue string, i int) (string, *asynq.Task) {
-	id, p := b.payload(queue, i)
+func (b *bench) plainTask(queue string, i, size int) (string, *asynq.Task) {
+	id, p := b.payloadSized(queue, i, size)
 	return id, asynq.NewTask(b.taskType, p)
 }
 
 // job is what a Spec builds of item i (key from its id, default unique
 // window), on queue. The Producer sends its task without the key header:
 // the task id is the key.
-func (b *bench) job(queue string, i int) (onceq.Job, error) {
-	_, p := b.payload(queue, i)
+func (b *bench) job(queue string, i int) (onceq.Job, error) { return b.jobSized(queue, i, 0) }
+
+func (b *bench) jobSized(queue string, i, size int) (onceq.Job, error) {
+	_, p := b.payloadSized(queue, i, size)
 	j, err := b.catalog.Build(b.taskType, p, "", "")
 	j.Queue = queue
 	return j, err
@@ -174,7 +190,8 @@ func parallel(n, g int, fn func(i int) error) error {
 
 // fill pre-enqueues n tasks for side into queue, as that side's producer
 // would: plain tasks, TaskID+Retention tasks, or through onceq.Producer.
-func (b *bench) fill(ctx context.Context, side, queue string, n int) error {
+// Payloads are padded to size bytes (0: the small default).
+func (b *bench) fill(ctx context.Context, side, queue string, n, size int) error {
 	client := asynq.NewClientFromRedisClient(b.env.admin)
 	store, err := onceq.NewRedisStore(b.env.admin, onceq.StoreOptions{})
 	if err != nil {
@@ -184,16 +201,16 @@ func (b *bench) fill(ctx context.Context, side, queue string, n int) error {
 	return parallel(n, 16, func(i int) error {
 		switch side {
 		case sideBare:
-			_, t := b.plainTask(queue, i)
+			_, t := b.plainTask(queue, i, size)
 			_, err := client.EnqueueContext(ctx, t, asynq.Queue(queue))
 			return err
 		case sideRetained:
-			id, t := b.plainTask(queue, i)
+			id, t := b.plainTask(queue, i, size)
 			_, err := client.EnqueueContext(ctx, t, asynq.Queue(queue),
 				asynq.TaskID(id), asynq.Retention(tasks.DefaultUniqueWindow))
 			return err
 		}
-		j, err := b.job(queue, i)
+		j, err := b.jobSized(queue, i, size)
 		if err != nil {
 			return err
 		}

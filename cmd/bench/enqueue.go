@@ -64,7 +64,7 @@ func (b *bench) prepare(e *enqueuer, side, queue string, n int) ([]op, error) {
 	for i := range ops {
 		switch side {
 		case enqPlain, enqPlainID, enqPlainHdr:
-			id, t := b.plainTask(queue, i)
+			id, t := b.plainTask(queue, i, 0)
 			opts := []asynq.Option{asynq.Queue(queue)}
 			if side != enqPlain {
 				opts = append(opts, asynq.TaskID(id), asynq.Retention(tasks.DefaultUniqueWindow))

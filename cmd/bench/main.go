@@ -1,9 +1,11 @@
-// Command bench measures what onceq costs over bare asynq, on one real Redis
-// in one run: end-to-end processing throughput of no-op tasks, enqueue
-// throughput per dedup policy, the cost of a refused duplicate, round trips,
-// Redis commands and CPU per task, and Redis memory per retained job. It
-// prints tables with ratios against bare asynq and the targets they meet or
-// miss, and optionally writes everything as JSON.
+// Command bench measures what onceq costs over bare asynq and over asynq
+// with TaskID + Retention (asynq+id), on one real Redis in one run:
+// processing throughput of no-op tasks, end to end with 20 % repeats
+// (enqueue and processing together), enqueue throughput per dedup policy,
+// the cost of a refused duplicate, round trips, Redis commands and CPU per
+// task, and Redis memory per remembered job. It prints tables with ratios
+// against both baselines and issue 24's targets they meet or miss, and
+// optionally writes everything as JSON.
 //
 //	go run ./cmd/bench                 # default: N=20000, 7 paired rounds (about 5 min on 2 cores)
 //	go run ./cmd/bench -quick          # smoke run
@@ -12,14 +14,16 @@
 //	go run ./cmd/bench -from bench.json -markdown -           # them again, from the saved run
 //	go run ./cmd/bench -ports 7000-7099                       # where its redis-server may listen
 //	go run ./cmd/bench -pg [-n 2000 -rounds 3]                # transactional handlers (Postgres ledger)
+//	go run ./cmd/bench -cluster                               # also a 3-master Cluster: commands per master
+//	go run ./cmd/bench -netns [-netns-delay 200us]            # Redis in a network namespace over a veth pair (root)
 //
 // Per side it reports tasks (or enqueues) per second, round trips, Redis
 // commands, Go CPU (getrusage of the measuring and worker processes) and
 // Redis CPU (INFO cpu, scripts apart from INFO commandstats) per op, Go heap
 // allocations per op, and the machine's load average at the end of every
 // stretch; ratios are medians of paired rounds with their interquartile
-// range. Issue 11's Targets table is checked row by row: PASS, MISS, or -
-// when the run did not measure it.
+// range. Issue 24's Targets table is checked row by row: PASS, MISS, or -
+// when the run did not measure it, with the load average it was measured at.
 //
 // By default it starts its own redis-server on a free loopback port (no
 // persistence) and kills it at the end. With -redis-url it uses that server

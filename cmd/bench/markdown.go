@@ -15,6 +15,9 @@ func (r *Report) markdown(w io.Writer) {
 	s := r.Settings
 	fmt.Fprintf(w, "`%s`: %s, %d CPUs, %s, Redis %s, %d paired rounds of N = %d, load average %s.\n\n",
 		r.Command, r.Platform, r.CPUs, r.Go, r.Redis, s.Rounds, s.N, r.Load)
+	if r.Network != "" {
+		fmt.Fprintf(w, "Network: %s.\n\n", r.Network)
+	}
 	fmt.Fprintln(w, "| measure | bare asynq | onceq | onceq / asynq: median (IQR) |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- |")
 	ratio := func(g, test, base string) string {
@@ -35,6 +38,12 @@ func (r *Report) markdown(w io.Writer) {
 		fmt.Fprintf(w, "| round trips per task (task path), allocations per task, %s | %.2f, %.0f | %.2f, %.0f | |\n", name,
 			b.TaskPathTripsPerOp, b.AllocsPerOp, o.TaskPathTripsPerOp, o.AllocsPerOp)
 	}
+	if g := r.group(e2eGroupName); g != nil {
+		b, _ := g.result(sideBare)
+		o, _ := g.result(sideOnceq)
+		fmt.Fprintf(w, "| end to end, 20 %% repeats, c=10 (jobs/s; CPU per job, Go + Redis, µs) | %s; %.0f | %s; %.0f | %s |\n",
+			thousands(b.OpsPerSec), b.GoCPUus+b.RedisCPUus, thousands(o.OpsPerSec), o.GoCPUus+o.RedisCPUus, ratio(g.Name, sideOnceq, sideBare))
+	}
 	for g := range r.groupsNamed("enqueue") {
 		p, _ := g.result(enqPlain)
 		d, _ := g.result(enqDefault)
@@ -48,17 +57,31 @@ func (r *Report) markdown(w io.Writer) {
 			g.Name, f.USPerOp, d.USPerOp, ratio(g.Name, dupRepeat, dupFirst))
 	}
 	if m := r.Memory; m != nil {
-		fmt.Fprintf(w, "| Redis memory per completed job kept for the window (B) | %.0f | %.0f | |\n", m.PlainTaskBytes, m.PerJob())
+		fmt.Fprintf(w, "| Redis memory per remembered job, %d B payload, result kept (B; asynq+id for bare) | %.0f | %.0f | |\n",
+			m.PayloadBytes, m.PlainTaskBytes+m.PlainEntryBytes, m.PerJob())
 	}
 
-	fmt.Fprintln(w, "\n| target (issue 11) | want | got | |")
+	// asynq+id is what asynq users already have: the second baseline.
+	fmt.Fprintln(w, "\n| measure | asynq+id | onceq | onceq / asynq+id: median (IQR) |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for i := range r.Groups {
+		g := &r.Groups[i]
+		if g.Unit != "tasks" && g.Unit != "jobs" {
+			continue
+		}
+		id, _ := g.result(sideRetained)
+		o, _ := g.result(sideOnceq)
+		fmt.Fprintf(w, "| %s (%s/s; CPU per %s, Go + Redis, µs) | %s; %.0f | %s; %.0f | %s |\n", g.Name, g.Unit, strings.TrimSuffix(g.Unit, "s"),
+			thousands(id.OpsPerSec), id.GoCPUus+id.RedisCPUus, thousands(o.OpsPerSec), o.GoCPUus+o.RedisCPUus, ratio(g.Name, sideOnceq, sideRetained))
+	}
+	fmt.Fprintln(w, "\n| target (issue 24) | want | got | | load |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
 	for _, t := range r.Targets {
-		got := fmt.Sprintf("%.2f", t.Got)
+		got := t.got()
 		if t.Detail != "" {
 			got += " (" + t.Detail + ")"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Want, got, t.verdict())
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Name, t.Want, got, t.verdict(), t.loadText())
 	}
 	if note := r.trustNote(); note != "" {
 		fmt.Fprintf(w, "\nNot a final run: %s.\n", note)

@@ -16,7 +16,7 @@ var errNotAll = errors.New("not all tasks processed")
 func (b *bench) processLocal(ctx context.Context, host *workerHost, side string, conc, n int) (sample, error) {
 	q := b.queue("p")
 	defer b.cleanup(context.WithoutCancel(ctx), q)
-	if err := b.fill(ctx, side, q, n); err != nil {
+	if err := b.fill(ctx, side, q, n, 0); err != nil {
 		return sample{}, err
 	}
 	r, err := host.prepare(side, q, b.taskType, conc, int64(n))
@@ -56,7 +56,7 @@ func (b *bench) processLocal(ctx context.Context, host *workerHost, side string,
 func (b *bench) processChildren(ctx context.Context, kids []*child, side string, conc, n int) (sample, error) {
 	q := b.queue("p")
 	defer b.cleanup(context.WithoutCancel(ctx), q)
-	if err := b.fill(ctx, side, q, n); err != nil {
+	if err := b.fill(ctx, side, q, n, 0); err != nil {
 		return sample{}, err
 	}
 	for _, k := range kids {
@@ -132,10 +132,7 @@ func (b *bench) processing(ctx context.Context) ([]group, error) {
 		return nil, err
 	}
 	defer host.Close()
-	sides := []string{sideBare, sideOnceq}
-	if b.cfg.Retained {
-		sides = append(sides, sideRetained)
-	}
+	sides := []string{sideBare, sideRetained, sideOnceq}
 	type layout struct {
 		name    string
 		servers int

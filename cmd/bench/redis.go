@@ -24,6 +24,10 @@ type redisEnv struct {
 	admin   *redis.Client // setup, INFO and cleanup: not counted
 	opt     *redis.Options
 	srv     *redisproc.Server // nil for a given server
+	// network says how the server is reached when not over loopback
+	// (-netns); teardown stops such a server and removes what it needed.
+	network  string
+	teardown func()
 }
 
 // startRedis launches redis-server on a free loopback port of ports,
@@ -104,6 +108,9 @@ func (e *redisEnv) Close() {
 	if e.srv != nil {
 		e.srv.Stop()
 		os.RemoveAll(e.srv.Dir)
+	}
+	if e.teardown != nil {
+		e.teardown()
 	}
 }
 

@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		twoConc  = fs.String("two-conc", "50", "concurrency of each of the two worker subprocesses (empty: skip)")
 		gs       = fs.String("goroutines", "1,8,32", "enqueue concurrencies")
 		dupG     = fs.String("dup-goroutines", "1,8", "goroutines for the duplicate-vs-insert cost")
-		phases   = fs.String("phases", "process,enqueue,duplicate,memory", "which parts to run")
+		phases   = fs.String("phases", "process,e2e,enqueue,duplicate,memory", "which parts to run")
 		verbose  = fs.Bool("v", true, "print a progress line per measurement to stderr")
 		mdPath   = fs.String("markdown", "", "also write the README's tables as Markdown to this file (- for stdout)")
 		from     = fs.String("from", "", "measure nothing: report a run saved with -json")
@@ -42,7 +42,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	fs.IntVar(&cfg.Rounds, "rounds", 7, "paired rounds per comparison")
 	fs.IntVar(&cfg.EnqueueN, "enqueue-n", 4000, "enqueues per enqueue measurement")
 	fs.IntVar(&cfg.MemoryN, "memory-n", 2000, "completed jobs retained for the memory sample")
-	fs.BoolVar(&cfg.Retained, "retained", true, "also process TaskID+Retention tasks without middleware (shows where the gap is)")
+	fs.BoolVar(&cfg.Cluster, "cluster", false, "also start a 3-master Redis Cluster (needs redis-cli) and measure how one job type's commands spread over it")
+	fs.BoolVar(&cfg.Netns, "netns", false, "run the bench's redis-server one hop away: in a network namespace over a veth pair (needs root, ip, tc)")
+	fs.DurationVar(&cfg.NetnsDelay, "netns-delay", 200*time.Microsecond, "with -netns: netem delay on packets towards Redis, where the kernel has netem (0: none)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "use this Redis instead of starting one; it is never flushed, only the run's own keys are deleted")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of this process here (workers: <file>.worker0/1)")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write this process's allocation profile here at the end (go tool pprof -sample_index alloc_objects)")
@@ -87,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	cfg.Phases = map[string]bool{}
 	for p := range strings.SplitSeq(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "process", "enqueue", "duplicate", "memory":
+		case "process", "e2e", "enqueue", "duplicate", "memory":
 			cfg.Phases[p] = true
 		case "":
 		default:
@@ -130,9 +132,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	}
 
 	var env *redisEnv
-	if cfg.RedisURL != "" {
+	switch {
+	case cfg.Netns && cfg.RedisURL != "":
+		return nil, errors.New("-netns starts its own redis-server: it does not combine with -redis-url")
+	case cfg.Netns:
+		env, err = startNetnsRedis(ctx, cfg.NetnsDelay)
+	case cfg.RedisURL != "":
 		env, err = openRedis(ctx, cfg.RedisURL)
-	} else {
+	default:
 		env, err = startRedis(ctx, cfg.Ports)
 	}
 	if err != nil {
@@ -145,7 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	rep = &Report{
 		Command: "bench " + strings.Join(args, " "), Started: time.Now(),
 		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
-		Redis: env.Version, RedisOwn: env.Own,
+		Redis: env.Version, RedisOwn: env.Own, Network: env.network,
 		Settings: Settings{N: cfg.N, Rounds: cfg.Rounds, EnqueueN: cfg.EnqueueN, MemoryN: cfg.MemoryN,
 			Concurrency: cfg.Conc, TwoProcsConc: cfg.TwoConc, Goroutines: cfg.Goroutines, DupGoroutines: cfg.DupG,
 			TaskCheckInterval: taskCheck.String()},
@@ -153,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	for _, p := range []struct {
 		name string
 		fn   func(context.Context) ([]group, error)
-	}{{"process", b.processing}, {"enqueue", b.enqueueing}, {"duplicate", b.duplicates}} {
+	}{{"process", b.processing}, {"e2e", b.endToEnds}, {"enqueue", b.enqueueing}, {"duplicate", b.duplicates}} {
 		if !cfg.Phases[p.name] {
 			continue
 		}
@@ -169,6 +176,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 			return nil, fmt.Errorf("memory: %w", err)
 		}
 		rep.Memory = &m
+	}
+	if cfg.Cluster {
+		c, err := b.cluster(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		rep.Cluster = &c
 	}
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	rep.compareAll()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,10 @@ type serverRun struct {
 	last   atomic.Int64 // unix ns when the latest handler returned
 	target int64
 	done   chan struct{} // closed when count reaches target (if > 0)
+	// result, when set before start, is what every handler hands onceq to
+	// keep in the job's record (onceq.SetResult).
+	result []byte
+	once   sync.Once
 }
 
 // prepare builds a server for side on queue; Start runs it.
@@ -73,7 +78,10 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 	if err != nil {
 		return nil, err
 	}
-	r.mux.HandleFunc(taskType, func(context.Context, *asynq.Task) error {
+	r.mux.HandleFunc(taskType, func(ctx context.Context, _ *asynq.Task) error {
+		if r.result != nil {
+			onceq.SetResult(ctx, r.result)
+		}
 		n := r.count.Add(1)
 		r.last.Store(time.Now().UnixNano())
 		if n == r.target {
@@ -93,8 +101,9 @@ func (r *serverRun) start() (err error) {
 	return err
 }
 
+// stop shuts the server down; later calls do nothing.
 func (r *serverRun) stop() {
-	_ = r.srv.Shutdown(context.Background())
+	r.once.Do(func() { _ = r.srv.Shutdown(context.Background()) })
 }
 
 // server is an onceq.Server or a bare asynq one.

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/internal/redisproc"
+)
+
+// ClusterResult is how one job type's commands spread over the masters of
+// a Redis Cluster (-cluster): issue 24's last target.
+type ClusterResult struct {
+	Jobs        int           `json:"jobs"`
+	Concurrency int           `json:"concurrency"`
+	JobsPerSec  float64       `json:"jobs_per_sec"`
+	Masters     []MasterShare `json:"masters"`
+	Load        float64       `json:"load_avg_1m"`
+}
+
+// MasterShare is the commands one master ran (INFO commandstats, without
+// the bench's INFO and the client's CLUSTER calls).
+type MasterShare struct {
+	Addr     string `json:"addr"`
+	Commands int64  `json:"commands"`
+}
+
+func (c ClusterResult) total() int64 {
+	var n int64
+	for _, m := range c.Masters {
+		n += m.Commands
+	}
+	return n
+}
+
+// BusiestShare is the busiest master's part of all commands, 0..1.
+func (c ClusterResult) BusiestShare() float64 {
+	t := c.total()
+	if t == 0 {
+		return 0
+	}
+	return float64(slices.MaxFunc(c.Masters, func(a, b MasterShare) int { return int(a.Commands - b.Commands) }).Commands) / float64(t)
+}
+
+func (c ClusterResult) detail() string {
+	var parts []string
+	for _, m := range c.Masters {
+		parts = append(parts, fmt.Sprintf("%d", m.Commands))
+	}
+	return fmt.Sprintf("%d jobs, commands per master %s", c.Jobs, strings.Join(parts, " / "))
+}
+
+// localCluster is three redis-servers this program started, joined into a
+// cluster with redis-cli.
+type localCluster struct {
+	srvs  []*redisproc.Server
+	addrs []string
+}
+
+func startCluster(ctx context.Context, ports redisproc.Ports) (*localCluster, error) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		return nil, fmt.Errorf("-cluster needs redis-cli on PATH to create the cluster")
+	}
+	c := &localCluster{}
+	for range 3 {
+		dir, err := os.MkdirTemp("", "onceq-bench-cluster-")
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		s, err := redisproc.StartInRange(dir, ports, "--appendonly", "no", "--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		if err != nil {
+			os.RemoveAll(dir)
+			c.Close()
+			return nil, err
+		}
+		c.srvs, c.addrs = append(c.srvs, s), append(c.addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, c.addrs...)
+	if out, err := exec.CommandContext(ctx, "redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("create cluster: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range c.addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: a})
+		for {
+			info, err := rdb.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				rdb.Close()
+				c.Close()
+				return nil, fmt.Errorf("cluster not ok on %s: %v %s", a, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		rdb.Close()
+	}
+	return c, nil
+}
+
+func (c *localCluster) Close() {
+	for _, s := range c.srvs {
+		s.Stop()
+		os.RemoveAll(s.Dir)
+	}
+}
+
+// commands reads every master's command calls.
+func (c *localCluster) commands(ctx context.Context) ([]int64, error) {
+	out := make([]int64, len(c.addrs))
+	for i, a := range c.addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: a})
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		rdb.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a, err)
+		}
+		for name, n := range parseStats(info).calls {
+			if name != "info" && name != "cluster" {
+				out[i] += n
+			}
+		}
+	}
+	return out, nil
+}
+
+// cluster enqueues N jobs of one type through the Producer and processes
+// them with onceq's server (c=10), all on a cluster client, and counts the
+// commands each master ran meanwhile.
+func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
+	lc, err := startCluster(ctx, b.cfg.Ports)
+	if err != nil {
+		return ClusterResult{}, err
+	}
+	defer lc.Close()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: lc.addrs})
+	defer rdb.Close()
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	if err != nil {
+		return ClusterResult{}, err
+	}
+	n, q := b.cfg.N, b.queue("c")
+	res := ClusterResult{Jobs: n, Concurrency: e2eConc}
+	var count, last atomic.Int64
+	done := make(chan struct{})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(b.taskType, func(context.Context, *asynq.Task) error {
+		last.Store(time.Now().UnixNano())
+		if count.Add(1) == int64(n) {
+			close(done)
+		}
+		return nil
+	})
+	srv, err := onceq.NewServer(rdb, store, asynq.Config{Concurrency: e2eConc, Queues: map[string]int{q: 1},
+		TaskCheckInterval: taskCheck, Logger: quietLogger{w: b.cfg.warn}, LogLevel: asynq.WarnLevel}, onceq.MiddlewareOptions{})
+	if err != nil {
+		return res, err
+	}
+	prod := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	before, err := lc.commands(ctx)
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	if err := srv.Start(mux); err != nil {
+		return res, err
+	}
+	defer srv.Shutdown(context.WithoutCancel(ctx))
+	if err := parallel(n, e2eConc, func(i int) error {
+		j, err := b.job(q, i)
+		if err != nil {
+			return err
+		}
+		o, err := prod.Enqueue(ctx, j)
+		if err == nil && o.Decision != onceq.Enqueued {
+			err = fmt.Errorf("cluster enqueue %s: %s %s", j.Key, o.Decision, o.Reason)
+		}
+		return err
+	}); err != nil {
+		return res, err
+	}
+	select {
+	case <-done:
+	case <-time.After(b.cfg.SideTimeout):
+		return res, fmt.Errorf("cluster: %w: %d of %d", errNotAll, count.Load(), n)
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	res.JobsPerSec = float64(n) / time.Unix(0, last.Load()).Sub(start).Seconds()
+	after, err := lc.commands(ctx)
+	if err != nil {
+		return res, err
+	}
+	for i, a := range lc.addrs {
+		res.Masters = append(res.Masters, MasterShare{Addr: a, Commands: after[i] - before[i]})
+	}
+	res.Load = loadAvg()
+	b.logf("%-28s %.0f jobs/s, busiest master %.0f %% of commands", "cluster 3 masters", res.JobsPerSec, 100*res.BusiestShare())
+	return res, nil
+}
