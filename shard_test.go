@@ -23,15 +23,16 @@ func shardedInvoices(shards int) *onceq.Typed[Invoice] {
 }
 
 // startSharded runs a Server of the catalog of kind on rdb, counting runs
-// per key, and returns a Producer on the same catalog.
-func startSharded(t *testing.T, rdb redis.UniversalClient, kind *onceq.Typed[Invoice], conc int) (*onceq.Producer, *sync.Map) {
+// per key, and returns a Producer on the same catalog. The server looks at
+// empty queues every check (asynq's TaskCheckInterval; 0: its 1s).
+func startSharded(t *testing.T, rdb redis.UniversalClient, kind *onceq.Typed[Invoice], conc int, check time.Duration) (*onceq.Producer, *sync.Map) {
 	t.Helper()
 	ctx := context.Background()
 	catalog, err := onceq.NewCatalog(kind.Kind)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := onceq.NewServer(rdb, nil, asynq.Config{Concurrency: conc, TaskCheckInterval: 10 * time.Millisecond,
+	srv, err := onceq.NewServer(rdb, nil, asynq.Config{Concurrency: conc, TaskCheckInterval: check,
 		LogLevel: asynq.WarnLevel}, onceq.MiddlewareOptions{Catalog: catalog})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestShardedQueue(t *testing.T) {
 	if want := []string{"default.0", "default.1", "default.2", "default.3"}; !slices.Equal(invoices.Queues, want) {
 		t.Fatalf("Kind.Queues = %q, want %q", invoices.Queues, want)
 	}
-	producer, runs := startSharded(t, rdb, invoices, 10)
+	producer, runs := startSharded(t, rdb, invoices, 10, 10*time.Millisecond)
 
 	const n = 60
 	perShard := map[string]int{}
