@@ -19,6 +19,12 @@ type Spec[P any] struct {
 	Type string
 	// Queue the jobs go to. Default: "default", asynq's.
 	Queue string
+	// Shards spreads Queue over this many asynq queues, "<Queue>.0" to
+	// "<Queue>.<Shards-1>", each in its own Redis Cluster slot: a job goes
+	// to the shard its key hashes to (32-bit FNV-1a of Key.String, modulo
+	// Shards), and a Server consumes every shard. Kinds that share a Queue
+	// must agree on it. Default: 1, the queue itself.
+	Shards int
 	// Route is the HTTP ingest route, POST /v1/<Route>; empty: none.
 	Route string
 	// KeyRule says in one line how the key is chosen, for --help and docs.
@@ -74,6 +80,10 @@ type Spec[P any] struct {
 // usable one; the exported fields are for reading (routes, docs).
 type Kind struct {
 	Type, Queue, Route, KeyRule string
+	// Queues are the asynq queues the jobs go to: Queue itself, or its
+	// shards in order (Spec.Shards). A Server consumes them all; list them
+	// in the asynq.Config of a server of your own.
+	Queues []string
 	// HeaderKey: an Idempotency-Key fills an empty business id (Spec.SetID).
 	HeaderKey bool
 	// Global: the key is shared by every scope (Spec.Global).
@@ -111,12 +121,12 @@ func Define[P any](s Spec[P]) *Typed[P] {
 			}
 		}
 	}
-	if err != nil || (s.SetID != nil && s.ID == nil) ||
+	if err != nil || (s.SetID != nil && s.ID == nil) || s.Shards < 0 || strings.ContainsAny(s.Queue, "{}") ||
 		s.Unique < 0 || s.Window < 0 || (s.DoneTTL != 0 && s.DoneTTL < time.Millisecond) {
-		panic(fmt.Sprintf("onceq: Define %q: needs a valid type and repeat policy, ID with SetID, and no negative windows (%v)", s.Type, err))
+		panic(fmt.Sprintf("onceq: Define %q: needs a valid type and repeat policy, ID with SetID, a queue without { or }, and no negative windows or shards (%v)", s.Type, err))
 	}
 	t := &Typed[P]{spec: s}
-	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Route: s.Route, KeyRule: s.KeyRule,
+	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Queues: shardsOf(s.Queue, s.Shards), Route: s.Route, KeyRule: s.KeyRule,
 		HeaderKey: s.SetID != nil, Global: s.Global, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed,
 		volatile: volatileOf(zero), DoneTTL: s.DoneTTL,
 		build: func(payload []byte, explicit, scope string) (Job, error) {
@@ -169,6 +179,7 @@ func (t *Typed[P]) job(p P, explicit, scope string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
+	j.Queue = queueOf(s.Queue, j.Key, s.Shards)
 	j.Unique = s.Unique
 	if s.Window > 0 {
 		j.Rules = append(j.Rules, &Rule{Key: j.Key, Window: s.Window, Repeats: true})
@@ -221,6 +232,12 @@ func NewCatalog(kinds ...*Kind) (*Catalog, error) {
 		}
 		if _, dup := c.lookup(k.Type); dup {
 			return nil, fmt.Errorf("onceq: catalog: type %q defined twice", k.Type)
+		}
+		for _, o := range c.kinds {
+			if o.Queue == k.Queue && len(o.Queues) != len(k.Queues) {
+				return nil, fmt.Errorf("onceq: catalog: queue %q has %d shards for %q and %d for %q: one queue, one shard count",
+					k.Queue, len(o.Queues), o.Type, len(k.Queues), k.Type)
+			}
 		}
 		c.kinds = append(c.kinds, k)
 	}

@@ -11,6 +11,8 @@
 // RetryAfter). NewServer wires an asynq server whose handlers run inside the
 // Middleware; Handle binds a typed func to a type and records its result,
 // which duplicates get back. Producer.Status and Wait say whether a job ran.
+// Spec.Shards spreads a queue over asynq queues in Cluster slots of their
+// own, so one task type can load every master of a Redis Cluster.
 // The package oncetest holds an in-memory Store and helpers for testing
 // handlers without Redis; pgledger commits a handler's Postgres effects with
 // its record in one transaction.

@@ -32,7 +32,11 @@ type Job struct {
 	Task        *asynq.Task
 	Key         Key
 	Fingerprint string
-	Queue       string
+	// Queue is the asynq queue: the Spec's Queue, or the shard of it that
+	// Key hashes to (Spec.Shards). A Job given another Queue is enqueued
+	// there, and Producer.Status still finds it (it looks in the computed
+	// shard first, then in every queue).
+	Queue string
 	// Unique refuses Key again for this long after first acceptance, through
 	// the asynq TaskID with Retention = Unique (no extra round trip).
 	Unique time.Duration

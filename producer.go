@@ -17,6 +17,11 @@ import (
 
 // ProducerOptions configures NewProducer.
 type ProducerOptions struct {
+	// Catalog tells Status where a key's task is: its type's queue, or the
+	// shard its key hashes to (Spec.Shards), read first; only a task not
+	// found there is looked for in every queue. Default: none, every queue
+	// is looked in.
+	Catalog *Catalog
 	// Observer sees every enqueue decision (enqueued, duplicate, conflict,
 	// throttled). Default: none.
 	Observer Observer

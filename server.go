@@ -36,7 +36,9 @@ type Server struct {
 
 // NewServer builds a Server on rdb (the caller owns and closes it) and
 // store (nil: a RedisStore on rdb with the default options). cfg is
-// asynq's; NewServer applies ServerConfig to it.
+// asynq's; NewServer applies ServerConfig to it, and serves every shard of
+// each queue in cfg.Queues that opts.Catalog spreads over shards
+// (Spec.Shards), each shard with the queue's weight.
 func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts MiddlewareOptions) (*Server, error) {
 	if store == nil {
 		var err error
@@ -48,14 +50,14 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.Queues) == 0 {
+		cfg.Queues = map[string]int{"default": 1} // asynq's
+	}
+	cfg.Queues = shardQueues(cfg.Queues, opts.Catalog)
 	s := &Server{srv: asynq.NewServerFromRedisClient(joining(rdb, store, mw), ServerConfig(cfg)), mw: mw, rdb: rdb,
-		live: mw.opts.Liveness, stop: make(chan struct{})}
+		live: mw.opts.Liveness, stop: make(chan struct{}), queues: slices.Sorted(maps.Keys(cfg.Queues))}
 	if rs, ok := store.(*RedisStore); ok && rs.rdb == rdb && s.live > 0 {
 		s.store = rs
-	}
-	s.queues = slices.Sorted(maps.Keys(cfg.Queues))
-	if len(s.queues) == 0 {
-		s.queues = []string{"default"} // asynq's
 	}
 	return s, nil
 }

@@ -132,7 +132,7 @@ func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 	}
 	found := make(chan lookup, 1)
 	go func() {
-		info, err := p.findTask(k.TaskID())
+		info, err := p.findTask(k)
 		found <- lookup{info, err}
 	}()
 	rec, err := p.store.Status(ctx, k)
@@ -157,22 +157,38 @@ func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 	}
 }
 
-// findTask finds the asynq task with id across the queues; nil when none has it.
-func (p *Producer) findTask(id string) (*asynq.TaskInfo, error) {
+// findTask finds k's asynq task: in the queue its type's Kind puts it
+// (its shard), else across every queue, where a job given another Queue,
+// or enqueued under another shard count, still is; nil when none has it.
+func (p *Producer) findTask(k Key) (*asynq.TaskInfo, error) {
+	id := k.TaskID()
+	first := ""
+	if kind, ok := p.opts.Catalog.lookup(k.Namespace); ok {
+		first = queueOf(kind.Queue, k, len(kind.Queues))
+		if info, err := p.taskIn(first, id); info != nil || err != nil {
+			return info, err
+		}
+	}
 	queues, err := p.insp.Queues()
 	if err != nil {
 		return nil, err
 	}
 	for _, q := range queues {
-		info, err := p.insp.GetTaskInfo(q, id)
-		switch {
-		case err == nil:
-			return info, nil
-		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+		if q == first {
 			continue
-		default:
-			return nil, err
+		}
+		if info, err := p.taskIn(q, id); info != nil || err != nil {
+			return info, err
 		}
 	}
 	return nil, nil
+}
+
+// taskIn is the task with id in queue; nil, nil when the queue has none.
+func (p *Producer) taskIn(queue, id string) (*asynq.TaskInfo, error) {
+	info, err := p.insp.GetTaskInfo(queue, id)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return nil, nil
+	}
+	return info, err
 }

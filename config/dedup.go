@@ -52,7 +52,20 @@ type Dedup struct {
 	// (tasks.ParseRepeats reads it when the catalog is built).
 	// Default: every type rejects.
 	OnRepeat string `envconfig:"ONCEQ_ON_REPEAT" desc:"TYPE=POLICY,... for a repeated key: reject, replace or debounce:DELAY/MAXWAIT (e.g. email:send=replace)"`
+
+	// QueueShards spreads every task type's queue over this many asynq
+	// queues, <queue>.0 to <queue>.<n-1>, each in its own Redis Cluster
+	// slot (onceq.Spec.Shards): producers put a job in the shard its key
+	// hashes to, workers consume every shard of the queues they serve.
+	// Producers, the API and workers must agree on it. 1 keeps each queue
+	// one asynq queue.
+	// Default: 1.
+	QueueShards int `envconfig:"ONCEQ_QUEUE_SHARDS" default:"1" desc:"asynq queues each queue is spread over (<queue>.0 ... <queue>.<n-1>, one Cluster slot each), 1 to 256; every binary must agree"`
 }
+
+// MaxQueueShards bounds ONCEQ_QUEUE_SHARDS: each shard is one more queue
+// every worker polls.
+const MaxQueueShards = 256
 
 func (d Dedup) validate() error {
 	for _, c := range []struct {
@@ -86,6 +99,9 @@ func (d Dedup) validate() error {
 	}
 	if d.MaxResultBytes < 1 {
 		return fmt.Errorf("config: ONCEQ_MAX_RESULT_BYTES must be at least 1, got %d", d.MaxResultBytes)
+	}
+	if d.QueueShards < 1 || d.QueueShards > MaxQueueShards {
+		return fmt.Errorf("config: ONCEQ_QUEUE_SHARDS must be 1 to %d, got %d", MaxQueueShards, d.QueueShards)
 	}
 	return nil
 }

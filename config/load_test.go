@@ -16,7 +16,7 @@ func defaultWorker() Worker {
 		Log:   Log{Env: "production", Level: "info"},
 		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour,
 			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour,
-			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second},
+			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second, QueueShards: 1},
 		Postgres:    Postgres{Ledger: true, Retention: 720 * time.Hour},
 		Admin:       Admin{Addr: "127.0.0.1:8080", DashboardReadOnly: true},
 		Tasks:       Tasks{SMTPFrom: "onceq@localhost", OutboxDir: "outbox", ScanRoot: ".", ScanMaxBytes: 64 << 20},
@@ -67,7 +67,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_ENV": "development", "ONCEQ_LOG_LEVEL": "debug",
 	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_FAILED_TTL": "2h",
 	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_ON_REPEAT": "email:send=replace", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h",
-	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_TASK_LOG": "false",
+	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_QUEUE_SHARDS": "8", "ONCEQ_TASK_LOG": "false",
 	"ONCEQ_WEBHOOK_ID_FIELDS": "acme:event_id", "ONCEQ_WEBHOOK_SCHEMES": "github:github,stripe:stripe",
 	"ONCEQ_ADMIN_ADDR": "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
 	"ONCEQ_SMTP_ADDR": "smtp.example:587", "ONCEQ_SMTP_USER": "mailer", "ONCEQ_SMTP_PASSWORD": "smtppw",
@@ -97,7 +97,7 @@ func TestEveryKnobParses(t *testing.T) {
 	log := Log{Env: "development", Level: "debug"}
 	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,
 		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour,
-		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second, OnRepeat: "email:send=replace"}
+		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second, OnRepeat: "email:send=replace", QueueShards: 8}
 	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false, Retention: 1000 * time.Hour}
 	hosts := HTTPHosts{Hosts: []string{"onceq.test", "box.lan"}}
 	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup, Postgres: pg,

@@ -33,10 +33,13 @@ func (k *kinds) all() []*onceq.Kind {
 }
 
 // define applies the windows to s: the unique window where s sets none,
-// and the repeat policy for its type (ONCEQ_ON_REPEAT).
+// the repeat policy for its type (ONCEQ_ON_REPEAT) and the shard count.
 func define[P any](w Windows, s onceq.Spec[P]) *onceq.Typed[P] {
 	if s.Unique == 0 {
 		s.Unique = w.Unique
+	}
+	if s.Shards == 0 {
+		s.Shards = w.Shards
 	}
 	if r, ok := w.OnRepeat[s.Type]; ok {
 		s.Repeat = r
@@ -103,6 +106,25 @@ func (c *Catalog) KeepFailed() []string {
 		}
 	}
 	return ts
+}
+
+// Served returns the asynq queues a worker serving queues (ONCEQ_QUEUES,
+// by logical name) consumes, sorted: each queue's shards (Kind.Queues) when
+// the catalog spreads it, else the queue itself, as onceq.NewServer lists them.
+func (c *Catalog) Served(queues map[string]int) []string {
+	var out []string
+	for q := range queues {
+		shards := []string{q}
+		for _, k := range c.Kinds() {
+			if k.Queue == q {
+				shards = k.Queues
+				break
+			}
+		}
+		out = append(out, shards...)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Register puts the handler of every built-in type on mux; extra types'

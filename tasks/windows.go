@@ -25,6 +25,9 @@ type Windows struct {
 	FileScan time.Duration
 	// OnRepeat overrides task types' repeat policies (ONCEQ_ON_REPEAT).
 	OnRepeat map[string]onceq.Repeat
+	// Shards spreads every type's queue over this many asynq queues
+	// (onceq.Spec.Shards, ONCEQ_QUEUE_SHARDS). Default: 1.
+	Shards int
 }
 
 // Default windows.
@@ -54,6 +57,9 @@ func (w Windows) validate() error {
 		if d < time.Millisecond {
 			return fmt.Errorf("tasks: window %s %v is below 1ms", name, d)
 		}
+	}
+	if w.Shards < 0 {
+		return fmt.Errorf("tasks: %d shards", w.Shards)
 	}
 	return nil
 }

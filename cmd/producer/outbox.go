@@ -148,7 +148,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) != 0 {
 		return usageErr("relay takes no arguments")
 	}
-	cfg, _, err := load()
+	cfg, catalog, err := load()
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer log.Sync()
-	return connected(ctx, cfg, func(p *onceq.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
 		l, err := pgledger.Open(ctx, cfg.Postgres.URL, 4, pgledger.Options{})
 		if err != nil {
 			return err

@@ -138,7 +138,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
-	return connected(ctx, cfg, func(p *onceq.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
 		o, err := p.Enqueue(ctx, j)
 		if err != nil {
 			return err
@@ -172,7 +172,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 		return err
 	}
 	if cmd == "status" {
-		return connected(ctx, cfg, func(p *onceq.Producer, _ redis.UniversalClient) error {
+		return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
 			return status(ctx, p, key, stdout)
 		})
 	}
@@ -180,7 +180,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 	if err != nil {
 		return err
 	}
-	return connected(ctx, cfg, func(p *onceq.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
 		return batch(ctx, p, jobs, stdout)
 	})
 }
@@ -213,8 +213,9 @@ func load() (config.Producer, *tasks.Catalog, error) {
 	return cfg, catalog, err
 }
 
-// connected runs f with a Producer on the configured Redis.
-func connected(ctx context.Context, cfg config.Producer, f func(*onceq.Producer, redis.UniversalClient) error) error {
+// connected runs f with a Producer on the configured Redis; the catalog
+// tells its Status which queue (shard) a key's task is in.
+func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog, f func(*onceq.Producer, redis.UniversalClient) error) error {
 	rdb, err := daemon.Client(cfg.Redis)
 	if err != nil {
 		return err
@@ -246,7 +247,7 @@ func connected(ctx context.Context, cfg config.Producer, f func(*onceq.Producer,
 		defer cancel()
 		_ = tr.Shutdown(sctx)
 	}()
-	return f(onceq.NewProducer(rdb, st, onceq.ProducerOptions{Trace: tr.Enqueue()}), rdb)
+	return f(onceq.NewProducer(rdb, st, onceq.ProducerOptions{Catalog: catalog.Catalog, Trace: tr.Enqueue()}), rdb)
 }
 
 func redisWhere(r config.Redis) string {

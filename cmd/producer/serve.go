@@ -92,8 +92,8 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		stopWatch := d.Optional("postgres", tasks.Transactional, func(ctx context.Context) error { return ledger.Pool().Ping(ctx) })
 		d.OnStop("postgres ledger", func(context.Context) error { stopWatch(); ledger.Close(); return nil })
 	}
-	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer"),
-		Trace: d.Tracing.Enqueue()})
+	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Catalog: catalog.Catalog,
+		Observer: metrics.Observer(log, "producer"), Trace: d.Tracing.Enqueue()})
 	opts := api.Options{
 		Producer:          producer,
 		Catalog:           catalog,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -90,8 +89,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		return err
 	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
-	d.Registry.MustRegister(observe.NewQueueSizes(insp, catalog.KeepFailed(),
-		slices.Sorted(maps.Keys(cfg.Queues))...))
+	d.Registry.MustRegister(observe.NewQueueSizes(insp, catalog.KeepFailed(), catalog.Served(cfg.Queues)...))
 	metrics := d.Metrics
 	metrics.Zero("worker", typeNames(catalog))
 	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{
@@ -101,8 +99,8 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Observer: metrics.Observer(log, "producer"),
-		Trace: d.Tracing.Enqueue()})
+	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Catalog: catalog.Catalog,
+		Observer: metrics.Observer(log, "producer"), Trace: d.Tracing.Enqueue()})
 	deps, closeDeps, err := buildDeps(cfg, log, producer, d.Tracing)
 	if err != nil {
 		return err
@@ -148,7 +146,8 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.SetReady()
 	log.Info("worker started",
 		zap.String("admin", "http://"+adm.Addr()), zap.String("dashboard", "http://"+adm.Addr()+"/monitoring/"),
-		zap.String("redis", d.Where), zap.Any("queues", cfg.Queues), zap.Int("concurrency", cfg.Concurrency),
+		zap.String("redis", d.Where), zap.Any("queues", cfg.Queues), zap.Int("shards", cfg.QueueShards),
+		zap.Int("concurrency", cfg.Concurrency),
 		zap.Any("config", cfg.Redacted()))
 	if h.ready != nil {
 		h.ready(adm.Addr())

@@ -31,3 +31,35 @@ func TestCatalogOnRepeat(t *testing.T) {
 		}
 	}
 }
+
+// ONCEQ_QUEUE_SHARDS spreads every queue of the catalog's types: jobs land
+// in a shard of their type's queue, and a worker serving ONCEQ_QUEUES
+// consumes every shard of each; a queue no type uses (low: plain asynq
+// code's) is served as it is.
+func TestCatalogQueueShards(t *testing.T) {
+	c, err := Catalog(config.Dedup{QueueShards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range c.Kinds() {
+		if len(k.Queues) != 4 || k.Queues[3] != k.Queue+".3" {
+			t.Errorf("%s: queues %q, want 4 shards of %s", k.Type, k.Queues, k.Queue)
+		}
+	}
+	j, err := c.Build(tasks.TypePayment, []byte(`{"payment_id":"pmt-1","account":"a","amount":1,"currency":"EUR"}`), "", "")
+	if err != nil || !strings.HasPrefix(j.Queue, tasks.QueueCritical+".") {
+		t.Fatalf("payment job queue %q (%v), want a shard of critical", j.Queue, err)
+	}
+	served := c.Served(map[string]int{"critical": 6, "low": 1, "other": 1})
+	want := "critical.0 critical.1 critical.2 critical.3 low other"
+	if got := strings.Join(served, " "); got != want {
+		t.Errorf("served %q, want %q", got, want)
+	}
+	one, err := Catalog(config.Dedup{QueueShards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(one.Served(map[string]int{"critical": 6, "default": 3}), " "); got != "critical default" {
+		t.Errorf("one shard serves %q, want the queues themselves", got)
+	}
+}
