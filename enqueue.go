@@ -11,9 +11,13 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"strings"
+	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // guardAsynqVersion is the asynq release whose enqueue was checked: its
@@ -56,6 +60,15 @@ type enqueueGuard struct {
 	fp      string
 	replace string
 	Ran     bool
+	// Found is what held the key when the guard refused the enqueue
+	// outside Cluster; nil otherwise (then the producer reads it).
+	Found *refusal
+}
+
+// refusal is what a refused enqueue found, read in the same script.
+type refusal struct {
+	Task   *asynq.TaskInfo // nil: no task holds the key
+	Record Record          // StatusUnknown: none
 }
 
 type guardKey struct{}
@@ -102,11 +115,136 @@ func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, 
 	if !found {
 		return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	}
+	queue := strings.TrimPrefix(base, "asynq:{")
 	base += "}:"
 	ks := append(keys[:2:2], base+"pending", base+"scheduled", base+"archived", base+"completed")
 	if !c.cluster {
 		ks = append(ks, recordKey(g.key))
 	}
 	g.Ran = true
-	return script.Run(ctx, c.UniversalClient, ks, append(args[:3:3], id, g.replace, g.fp)...)
+	cmd := script.Run(ctx, c.UniversalClient, ks, append(args[:3:3], id, g.replace, g.fp)...)
+	v, ok := cmd.Val().([]any)
+	if !ok || len(v) != 6 {
+		return cmd
+	}
+	// Refused, with what holds the key: asynq hears its 0.
+	if f, err := refusalOf(g.key, queue, id, v); err == nil {
+		g.Found = f
+	}
+	out := redis.NewCmd(ctx)
+	out.SetVal(int64(0))
+	return out
+}
+
+// refusalOf reads the guard's refusal {0, msg, state, result, record, pttl}.
+func refusalOf(k Key, queue, id string, v []any) (*refusal, error) {
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	f := &refusal{Record: Record{Key: k, State: StatusUnknown}}
+	if msg := str(1); msg != "" {
+		info, err := taskInfoOf(queue, id, []byte(msg), str(2), []byte(str(3)))
+		if err != nil {
+			return nil, err
+		}
+		f.Task = info
+	}
+	if rec := str(4); rec != "" {
+		pttl, _ := v[5].(int64)
+		r, err := recordOf(k, rec, time.Duration(pttl)*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		f.Record = r
+	}
+	return f, nil
+}
+
+// asynq v0.26.0's TaskMessage fields (internal/proto/asynq.proto) that a
+// refusal describes.
+const (
+	msgFieldType        = 1
+	msgFieldPayload     = 2
+	msgFieldHeaders     = 15
+	msgFieldErrorMsg    = 7
+	msgFieldCompletedAt = 13
+)
+
+var taskStates = map[string]asynq.TaskState{
+	"active": asynq.TaskStateActive, "pending": asynq.TaskStatePending, "scheduled": asynq.TaskStateScheduled,
+	"retry": asynq.TaskStateRetry, "archived": asynq.TaskStateArchived, "completed": asynq.TaskStateCompleted,
+	"aggregating": asynq.TaskStateAggregating,
+}
+
+// taskInfoOf is the part of asynq's TaskInfo the producer reads, from a
+// task hash's msg, state and result, as asynq's Inspector would give it.
+func taskInfoOf(queue, id string, msg []byte, state string, result []byte) (*asynq.TaskInfo, error) {
+	st, ok := taskStates[state]
+	if !ok {
+		return nil, fmt.Errorf("onceq: task %s in unknown state %q", id, state)
+	}
+	info := &asynq.TaskInfo{ID: id, Queue: queue, State: st, Headers: map[string]string{}}
+	if len(result) > 0 {
+		info.Result = result
+	}
+	for b := msg; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return nil, protowire.ParseError(m)
+		}
+		switch {
+		case num == msgFieldType && typ == protowire.BytesType:
+			v, _ := protowire.ConsumeBytes(b)
+			info.Type = string(v)
+		case num == msgFieldPayload && typ == protowire.BytesType:
+			v, _ := protowire.ConsumeBytes(b)
+			info.Payload = v
+		case num == msgFieldErrorMsg && typ == protowire.BytesType:
+			v, _ := protowire.ConsumeBytes(b)
+			info.LastErr = string(v)
+		case num == msgFieldCompletedAt && typ == protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(b)
+			if v != 0 {
+				info.CompletedAt = time.Unix(int64(v), 0)
+			}
+		case num == msgFieldHeaders && typ == protowire.BytesType:
+			entry, _ := protowire.ConsumeBytes(b)
+			k, v, err := mapEntry(entry)
+			if err != nil {
+				return nil, err
+			}
+			info.Headers[k] = v
+		}
+		b = b[m:]
+	}
+	return info, nil
+}
+
+// mapEntry reads one protobuf map<string, string> entry.
+func mapEntry(b []byte) (key, value string, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", "", protowire.ParseError(n)
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return "", "", protowire.ParseError(m)
+		}
+		if typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b)
+			switch num {
+			case 1:
+				key = string(v)
+			case 2:
+				value = string(v)
+			}
+		}
+		b = b[m:]
+	}
+	return key, value, nil
 }

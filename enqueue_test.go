@@ -3,6 +3,8 @@ package onceq_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"os"
 	"regexp"
 	"testing"
@@ -82,5 +84,110 @@ func TestEnqueueGuardOnCluster(t *testing.T) {
 	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo("default", k.TaskID())
 	if err != nil || string(info.Payload) != "b" {
 		t.Fatalf("task %+v (%v), want the replacement", info, err)
+	}
+}
+
+// A refused enqueue carries what holds the key, read in the same script:
+// the task as asynq's Inspector reads it (decoded from asynq's message
+// here, so this fails when go.mod's asynq encodes it otherwise) and the
+// record. States: pending, scheduled, archived with its error, completed
+// with a result.
+func TestEnqueueRefusalDescribesHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	client := asynq.NewClientFromRedisClient(onceq.GuardEnqueues(rdb))
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	store, _ := newStore(t, rdb, onceq.StoreOptions{})
+	for i, setup := range []func(k onceq.Key) []asynq.Option{
+		func(onceq.Key) []asynq.Option { return nil },
+		func(onceq.Key) []asynq.Option { return []asynq.Option{asynq.ProcessIn(time.Hour)} },
+		func(onceq.Key) []asynq.Option { return []asynq.Option{asynq.Retention(time.Hour)} },
+	} {
+		k := onceq.Key{Namespace: "guard:test", ID: fmt.Sprintf("held-%d", i)}
+		q := fmt.Sprintf("refusal%d", i)
+		task := asynq.NewTaskWithHeaders("guard:test", []byte(`{"n":1}`), map[string]string{"onceq-fp": "fp1", "x": "y"})
+		opts := append(setup(k), asynq.TaskID(k.TaskID()), asynq.Queue(q))
+		gctx, _ := onceq.GuardEnqueue(ctx, k, "fp1")
+		if _, err := client.EnqueueContext(gctx, task, opts...); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 { // archive it, then give its key a done record
+			if err := insp.ArchiveTask(q, k.TaskID()); err != nil {
+				t.Fatal(err)
+			}
+			c := mustClaim(t, store, k, "fp1", time.Minute, onceq.Acquired)
+			if err := store.Complete(ctx, c.Hold, []byte(`"ok"`), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gctx, g := onceq.GuardEnqueue(ctx, k, "fp1")
+		if _, err := client.EnqueueContext(gctx, task, opts...); !errors.Is(err, asynq.ErrTaskIDConflict) {
+			t.Fatalf("%s: repeat: %v, want ErrTaskIDConflict", q, err)
+		}
+		if g.Found == nil {
+			t.Fatalf("%s: the refusal carried nothing", q)
+		}
+		want, err := insp.GetTaskInfo(q, k.TaskID())
+		if i == 2 {
+			// The done record refuses before the task is looked at.
+			if g.Found.Record.State != onceq.StatusDone || string(g.Found.Record.Result) != `"ok"` || g.Found.Record.ExpiresIn <= 0 {
+				t.Errorf("%s: record %+v, want done with its result and TTL", q, g.Found.Record)
+			}
+		} else if g.Found.Record.State != onceq.StatusUnknown {
+			t.Errorf("%s: record %+v, want none", q, g.Found.Record)
+		}
+		got := g.Found.Task
+		if err != nil || got == nil {
+			t.Fatalf("%s: task %v (inspector: %v)", q, got, err)
+		}
+		if got.ID != want.ID || got.Queue != want.Queue || got.Type != want.Type || string(got.Payload) != string(want.Payload) ||
+			got.State != want.State || got.LastErr != want.LastErr || !got.CompletedAt.Equal(want.CompletedAt) ||
+			string(got.Result) != string(want.Result) || fmt.Sprint(got.Headers) != fmt.Sprint(want.Headers) {
+			t.Errorf("%s: refusal's task\n %+v\nInspector's\n %+v", q, got, want)
+		}
+	}
+}
+
+// Producer.Enqueue answers a duplicate in the enqueue's own round trip.
+func TestDuplicateInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	calls := &commandCount{}
+	rdb.AddHook(calls)
+	p := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	type note struct {
+		ID string `json:"id"`
+	}
+	kind := onceq.Define(onceq.Spec[note]{Type: "dup:note", ID: func(n note) string { return n.ID }})
+	j := kind.Job(note{ID: "one"})
+	if out, err := p.Enqueue(ctx, j); err != nil || out.Decision != onceq.Enqueued {
+		t.Fatalf("first: %v %v", out.Decision, err)
+	}
+	before := calls.n.Load()
+	out, err := p.Enqueue(ctx, j)
+	if err != nil || out.Decision != onceq.Duplicate || out.State != onceq.StatusPending {
+		t.Fatalf("repeat: %+v %v; want a duplicate, pending", out, err)
+	}
+	if n := calls.n.Load() - before; n != 1 {
+		t.Errorf("a described duplicate took %d commands, want 1", n)
+	}
+}
+
+type commandCount struct{ n atomic.Int64 }
+
+func (c *commandCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commandCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
 	}
 }

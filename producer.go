@@ -142,7 +142,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		next.delay, next.first = j.Repeat.Delay, time.Now().UnixMilli()
 	}
 	for try := 0; ; try++ {
-		info, err := p.insert(ctx, j, holder, next, headers)
+		info, found, err := p.insert(ctx, j, holder, next, headers)
 		if err == nil {
 			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
 			out.Incarnation = next.incarnation
@@ -155,7 +155,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		}
 		out.TaskID = j.Key.TaskID()
 		// After the key moved on under two replacements, report what it is.
-		again, ok := p.refused(ctx, j, &out, try < 2)
+		again, ok := p.refused(ctx, j, found, &out, try < 2)
 		if !ok {
 			giveBack()
 			break
@@ -175,7 +175,8 @@ type insert struct {
 	first       int64 // debounce: the run's first acceptance, Unix ms
 }
 
-func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, extra map[string]string) (*asynq.TaskInfo, error) {
+// found is what held j's key when the guard refused it (nil: unknown).
+func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, extra map[string]string) (_ *asynq.TaskInfo, found *refusal, _ error) {
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
 	task := j.Task
 	if j.Unique > 0 {
@@ -210,14 +211,15 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		task = asynq.NewTaskWithHeaders(task.Type(), task.Payload(), h)
 	}
 	if j.Unique <= 0 {
-		return p.client.EnqueueContext(ctx, task, opts...)
+		info, err := p.client.EnqueueContext(ctx, task, opts...)
+		return info, nil, err
 	}
 	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, in.replace...)
 	info, err := p.client.EnqueueContext(gctx, task, opts...)
 	if !guard.Ran && len(in.replace) > 0 && errors.Is(err, asynq.ErrTaskIDConflict) {
-		return nil, fmt.Errorf("onceq: cannot replace the task of %s: this asynq's enqueue script is not the one onceq guards (%w)", holder, err)
+		return nil, nil, fmt.Errorf("onceq: cannot replace the task of %s: this asynq's enqueue script is not the one onceq guards (%w)", holder, err)
 	}
-	return info, err
+	return info, guard.Found, err
 }
 
 // refused reads what holds j's key after asynq refused its task id and
@@ -225,7 +227,9 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 // mayReplace): a task that failed for good (a new incarnation), or one not
 // started under j's repeat policy. Otherwise it fills out with the answer.
 // A conflict never carries the other job's result.
-func (p *Producer) refused(ctx context.Context, j Job, out *Outcome, mayReplace bool) (insert, bool) {
+// found, when the guard's refusal carried it, spares reading the task and
+// the record again.
+func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outcome, mayReplace bool) (insert, bool) {
 	var (
 		wg   sync.WaitGroup
 		info *asynq.TaskInfo
@@ -233,9 +237,16 @@ func (p *Producer) refused(ctx context.Context, j Job, out *Outcome, mayReplace 
 		ierr error
 		rerr error
 	)
-	wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.TaskID()) })
-	wg.Go(func() { rec, rerr = p.store.Status(ctx, j.Key) })
-	wg.Wait()
+	if _, redisStore := p.store.(*RedisStore); found != nil && redisStore {
+		info, rec = found.Task, found.Record
+		if info == nil {
+			ierr = asynq.ErrTaskNotFound
+		}
+	} else {
+		wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.TaskID()) })
+		wg.Go(func() { rec, rerr = p.store.Status(ctx, j.Key) })
+		wg.Wait()
+	}
 	if ierr != nil {
 		info = nil
 	}

@@ -236,14 +236,24 @@ func (s *RedisStore) Status(ctx context.Context, k Key) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
 	}
-	p, err := unpack(get.Val())
+	r, err = recordOf(k, get.Val(), ttl.Val())
 	if err != nil {
 		return Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
 	}
+	return r, nil
+}
+
+// recordOf reads the packed record v of k, whose PTTL was ttl.
+func recordOf(k Key, v string, ttl time.Duration) (Record, error) {
+	r := Record{Key: k, State: StatusUnknown}
+	p, err := unpack(v)
+	if err != nil {
+		return Record{}, err
+	}
 	r.Fingerprint, r.Attempts, r.Token, r.Owner = p.fp, p.attempts, p.token, p.owner
 	r.FirstSeen, r.UpdatedAt = time.UnixMilli(p.firstSeen), time.UnixMilli(p.updated)
-	if d := ttl.Val(); d > 0 {
-		r.ExpiresIn = d
+	if ttl > 0 {
+		r.ExpiresIn = ttl
 	}
 	switch p.state {
 	case 'r':

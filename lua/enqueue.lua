@@ -16,20 +16,36 @@
 -- ARGV[6] -> the job's fingerprint, kept in the task's hash with KEYS[7] as
 --            onceq_fp and onceq_rec so the worker's dequeue can claim it (join.go)
 -- Returns: asynq's reply, 1 inserted or 0 refused (its task id conflict). It is
--- also 0, with nothing written, when the record says done (the task was
+-- also refused, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
+-- Outside Cluster a refusal is {0, the task's msg, state, result, the
+-- record, its PTTL} ("" for what is absent; PTTL -2 without a record).
 -- A replaced task is removed in the same step as its successor is inserted:
 -- never both, never neither.
-if KEYS[7] then
-  local rec = redis.pcall('GET', KEYS[7])
-  if type(rec) == 'string' and string.sub(rec, 1, 2) == 'd|' then
+local rec
+-- A refusal outside Cluster carries what holds the key, so the producer
+-- can describe it without reading again.
+local function refuse()
+  if not KEYS[7] then
     return 0
+  end
+  local t = redis.call('HMGET', KEYS[1], 'msg', 'state', 'result')
+  local r, pttl = '', -2
+  if type(rec) == 'string' then
+    r, pttl = rec, redis.call('PTTL', KEYS[7])
+  end
+  return {0, t[1] or '', t[2] or '', t[3] or '', r, pttl}
+end
+if KEYS[7] then
+  rec = redis.pcall('GET', KEYS[7])
+  if type(rec) == 'string' and string.sub(rec, 1, 2) == 'd|' then
+    return refuse()
   end
 end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state then
   if ARGV[5] == '' or not string.find(ARGV[5], ',' .. state .. ',', 1, true) then
-    return 0
+    return refuse()
   end
   if state == 'pending' then
     redis.call('LREM', KEYS[3], 0, ARGV[4])
@@ -40,12 +56,15 @@ if state then
   elseif state == 'completed' then
     redis.call('ZREM', KEYS[6], ARGV[4])
   else
-    return 0
+    return refuse()
   end
   redis.call('DEL', KEYS[1])
 end
 local n = asynq_insert()
-if n == 1 and KEYS[7] then
+if n == 0 then
+  return refuse()
+end
+if KEYS[7] then
   redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
 end
 return n
