@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"os"
 	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
