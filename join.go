@@ -22,6 +22,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/onceq/onceq/internal/storerule"
 )
@@ -249,7 +250,11 @@ func (j *joiner) park(ctx context.Context, h Hold, result []byte, ttl time.Durat
 	if !ok {
 		return false
 	}
-	name := taskName(q, id)
+	j.parkAs(taskName(q, id), h, result, ttl, sink)
+	return true
+}
+
+func (j *joiner) parkAs(name string, h Hold, result []byte, ttl time.Duration, sink *resultSink) {
 	j.mu.Lock()
 	old := j.parked[name]
 	j.parked[name] = &parked{h: h, result: result, ttl: ttl, sink: sink, at: time.Now()}
@@ -257,7 +262,6 @@ func (j *joiner) park(ctx context.Context, h Hold, result []byte, ttl time.Durat
 	if old != nil {
 		go j.recordAlone(old)
 	}
-	return true
 }
 
 // acked takes the completion waiting for the asynq script keys and args,
@@ -292,8 +296,14 @@ func (j *joiner) ack(ctx context.Context, sha string, s *redis.Script, p *parked
 	}
 	id, _ := args[0].(string)
 	task := strings.TrimSuffix(keys[0], "active") + "t:" + id
+	args = args[:len(args):len(args)]
+	if len(args) == 5 { // mark-as-complete: ARGV[4] is the copy asynq retains
+		if msg, ok := args[3].([]byte); ok {
+			args[3] = withoutPayload(msg)
+		}
+	}
 	v, err := s.Run(ctx, j.store.rdb, append(keys[:len(keys):len(keys)], task, recordKey(p.h.Key)),
-		append(args[:len(args):len(args)], holderPrefix(p.h), "d", time.Now().UnixMilli(), p.result, ttl.Milliseconds())...).Slice()
+		append(args, holderPrefix(p.h), "d", time.Now().UnixMilli(), p.result, ttl.Milliseconds())...).Slice()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("onceq: joined acknowledgement replied %v", v)
 	}
@@ -437,4 +447,28 @@ func (j *joiner) shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// withoutPayload is asynq's encoded TaskMessage msg without its payload
+// (field 2). The record answers a repeat of a done job with its result, so
+// the copy asynq retains for the unique window need not hold the payload:
+// it stays readable (type, headers, result) and is smaller. msg unchanged
+// if it does not parse.
+func withoutPayload(msg []byte) []byte {
+	out := make([]byte, 0, len(msg))
+	for b := msg; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return msg
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return msg
+		}
+		if num != msgFieldPayload {
+			out = append(out, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	return out
 }
