@@ -22,6 +22,7 @@ import (
 type ClusterResult struct {
 	Jobs        int           `json:"jobs"`
 	Concurrency int           `json:"concurrency"`
+	Shards      int           `json:"shards"` // asynq queues the one job type is spread over
 	JobsPerSec  float64       `json:"jobs_per_sec"`
 	Masters     []MasterShare `json:"masters"`
 	Load        float64       `json:"load_avg_1m"`
@@ -152,8 +153,14 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	if err != nil {
 		return ClusterResult{}, err
 	}
-	n, q := b.cfg.N, b.queue("c")
-	res := ClusterResult{Jobs: n, Concurrency: e2eConc}
+	n := b.cfg.N
+	// One job type over clusterShards shards (ONCEQ_QUEUE_SHARDS), under a
+	// queue name whose shards' slots are on as many masters.
+	cat, q, err := b.spreadKind(ctx, rdb, b.queue("c"), clusterShards)
+	if err != nil {
+		return ClusterResult{}, err
+	}
+	res := ClusterResult{Jobs: n, Concurrency: e2eConc, Shards: clusterShards}
 	var count, last atomic.Int64
 	done := make(chan struct{})
 	mux := asynq.NewServeMux()
@@ -165,11 +172,11 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 		return nil
 	})
 	srv, err := onceq.NewServer(rdb, store, asynq.Config{Concurrency: e2eConc, Queues: map[string]int{q: 1},
-		TaskCheckInterval: taskCheck, Logger: quietLogger{w: b.cfg.warn}, LogLevel: asynq.WarnLevel}, onceq.MiddlewareOptions{})
+		TaskCheckInterval: taskCheck, Logger: quietLogger{w: b.cfg.warn}, LogLevel: asynq.WarnLevel}, onceq.MiddlewareOptions{Catalog: cat})
 	if err != nil {
 		return res, err
 	}
-	prod := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	prod := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Catalog: cat})
 	before, err := lc.commands(ctx)
 	if err != nil {
 		return res, err
@@ -180,7 +187,8 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
 	if err := parallel(n, e2eConc, func(i int) error {
-		j, err := b.job(q, i)
+		_, p := b.payloadSized(q, i, 0)
+		j, err := cat.Build(b.taskType, p, "", "")
 		if err != nil {
 			return err
 		}
@@ -210,4 +218,31 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	res.Load = loadAvg()
 	b.logf("%-28s %.0f jobs/s, busiest master %.0f %% of commands", "cluster 3 masters", res.JobsPerSec, 100*res.BusiestShare())
 	return res, nil
+}
+
+// clusterShards is how many shards the Cluster measure spreads its one job
+// type over: one per master.
+const clusterShards = 3
+
+// spreadKind returns a catalog of the bench's type on base, or base with a
+// suffix, spread over shards queues that sit on as many masters.
+func (b *bench) spreadKind(ctx context.Context, rdb *redis.ClusterClient, base string, shards int) (*onceq.Catalog, string, error) {
+	for i := range 1000 {
+		q := fmt.Sprintf("%s-%d", base, i)
+		kind := onceq.Define(onceq.Spec[benchEmail]{Type: b.taskType, Queue: q, Shards: shards,
+			ID: func(e benchEmail) string { return e.ID }})
+		seen := map[string]bool{}
+		for _, shard := range kind.Queues {
+			c, err := rdb.MasterForKey(ctx, "asynq:{"+shard+"}:pending")
+			if err != nil {
+				return nil, "", err
+			}
+			seen[c.Options().Addr] = true
+		}
+		if len(seen) == shards {
+			cat, err := onceq.NewCatalog(kind.Kind)
+			return cat, q, err
+		}
+	}
+	return nil, "", fmt.Errorf("no queue name under %s puts %d shards on %d masters", base, shards, shards)
 }
