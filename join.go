@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,9 @@ type joiner struct {
 	dequeues map[string]*redis.Script // dequeueJoins; tests empty it
 	acks     map[string]*redis.Script // ackJoins; tests empty it
 	off      atomic.Bool
+	// claimArgs are lua/dequeue.lua's constant arguments: owner prefix,
+	// lease and grace in ms.
+	claimArgs [3]string
 
 	mu     sync.Mutex
 	claims map[string]joinedClaim // dequeued, not yet delivered
@@ -117,6 +121,8 @@ func joining(rdb redis.UniversalClient, store Store, m *Middleware) redis.Univer
 	}
 	j := &joiner{m: m, store: s, dequeues: dequeueJoins, acks: ackJoins, claims: map[string]joinedClaim{}, parked: map[string]*parked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
+	j.claimArgs = [3]string{bootOwner + "/", strconv.FormatInt(m.opts.Lease.Milliseconds(), 10),
+		strconv.FormatInt(s.opts.FailedTTL.Milliseconds(), 10)}
 	m.join = j
 	go j.sweep()
 	return joiningClient{UniversalClient: rdb, j: j}
@@ -156,8 +162,8 @@ func (j *joiner) dequeue(ctx context.Context, sha string, s *redis.Script, keys 
 	out := redis.NewCmd(ctx)
 	at := time.Now()
 	tok := nextToken()
-	v, err := s.Run(ctx, j.store.rdb, keys, args[0], args[1], bootOwner+"/", tok, at.UnixMilli(),
-		j.m.opts.Lease.Milliseconds(), j.store.opts.FailedTTL.Milliseconds()).Result()
+	v, err := s.Run(ctx, j.store.rdb, keys, args[0], args[1], j.claimArgs[0], tok, at.UnixMilli(),
+		j.claimArgs[1], j.claimArgs[2]).Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
 		// This Redis cannot run the joined script: go on without it.
