@@ -112,10 +112,14 @@
 //
 // # Round trips per task
 //
-// A task costs the worker four Redis round trips, against asynq's two:
-// asynq's dequeue, the claim (one SET NX PX GET), Complete (finish.lua) and
-// asynq's acknowledgement. The heartbeat extends every live lease of the
-// process in one pipelined round trip per tick.
+// On a Server outside Redis Cluster a task costs the worker two Redis round
+// trips, as with bare asynq: the claim of a new key runs in asynq's dequeue
+// script and Complete (finish.lua) in its acknowledgement (join.go). Where
+// that does not apply (a key with a running or failed record, another asynq
+// version, Cluster, a Middleware on an asynq server of your own) the claim
+// (one SET NX PX GET) and Complete are calls of their own: four round trips.
+// The heartbeat extends every live lease of the process in one pipelined
+// round trip per tick.
 //
 // TTLs: a running record lives lease + FailedTTL, a done record DoneTTL (24 h
 // by default), a failed record FailedTTL (1 h). A failed record is visible to
