@@ -99,6 +99,18 @@ type joinedClaim struct {
 	at       time.Time
 }
 
+// held is the hold an acquired claim gives, its key read back from the
+// record key; false when the dequeue acquired nothing.
+func (c joinedClaim) held() (Hold, bool) {
+	k, err := keyOfRecord(c.rec)
+	if !c.acquired || err != nil {
+		return Hold{}, false
+	}
+	h := c.hold
+	h.Key = k
+	return h, true
+}
+
 type parked struct {
 	h      Hold
 	result []byte
@@ -394,12 +406,8 @@ func (j *joiner) expire(parkedBy, claimedBy time.Time) {
 	}
 	for name, c := range j.claims {
 		if c.at.Before(claimedBy) {
-			if c.acquired {
-				if k, err := keyOfRecord(c.rec); err == nil {
-					h := c.hold
-					h.Key = k
-					cs = append(cs, h)
-				}
+			if h, ok := c.held(); ok {
+				cs = append(cs, h)
 			}
 			delete(j.claims, name)
 		}
@@ -442,12 +450,10 @@ func (j *joiner) shutdown(ctx context.Context) error {
 		}
 	}
 	for _, c := range cs {
-		k, err := keyOfRecord(c.rec)
-		if !c.acquired || err != nil {
+		h, ok := c.held()
+		if !ok {
 			continue
 		}
-		h := c.hold
-		h.Key = k
 		if err := j.store.Release(ctx, h, "dequeued, never delivered"); err != nil && !errors.Is(err, ErrLeaseLost) {
 			errs = append(errs, err)
 		}
