@@ -187,7 +187,7 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
 	if err := parallel(n, e2eConc, func(i int) error {
-		_, p := b.payloadSized(q, i, 0)
+		_, p := b.payload(q, i)
 		j, err := cat.Build(b.taskType, p, "", "")
 		if err != nil {
 			return err
