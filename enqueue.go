@@ -11,13 +11,11 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // guardAsynqVersion is the asynq release whose enqueue was checked: its
@@ -156,95 +154,4 @@ func refusalOf(k Key, queue, id string, v []any) (*refusal, error) {
 		f.Record = r
 	}
 	return f, nil
-}
-
-// asynq v0.26.0's TaskMessage fields (internal/proto/asynq.proto) that a
-// refusal describes.
-const (
-	msgFieldType        = 1
-	msgFieldPayload     = 2
-	msgFieldHeaders     = 15
-	msgFieldErrorMsg    = 7
-	msgFieldCompletedAt = 13
-)
-
-var taskStates = map[string]asynq.TaskState{
-	"active": asynq.TaskStateActive, "pending": asynq.TaskStatePending, "scheduled": asynq.TaskStateScheduled,
-	"retry": asynq.TaskStateRetry, "archived": asynq.TaskStateArchived, "completed": asynq.TaskStateCompleted,
-	"aggregating": asynq.TaskStateAggregating,
-}
-
-// taskInfoOf is the part of asynq's TaskInfo the producer reads, from a
-// task hash's msg, state and result, as asynq's Inspector would give it.
-func taskInfoOf(queue, id string, msg []byte, state string, result []byte) (*asynq.TaskInfo, error) {
-	st, ok := taskStates[state]
-	if !ok {
-		return nil, fmt.Errorf("onceq: task %s in unknown state %q", id, state)
-	}
-	info := &asynq.TaskInfo{ID: id, Queue: queue, State: st, Headers: map[string]string{}}
-	if len(result) > 0 {
-		info.Result = result
-	}
-	for b := msg; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return nil, protowire.ParseError(m)
-		}
-		switch {
-		case num == msgFieldType && typ == protowire.BytesType:
-			v, _ := protowire.ConsumeBytes(b)
-			info.Type = string(v)
-		case num == msgFieldPayload && typ == protowire.BytesType:
-			v, _ := protowire.ConsumeBytes(b)
-			info.Payload = v
-		case num == msgFieldErrorMsg && typ == protowire.BytesType:
-			v, _ := protowire.ConsumeBytes(b)
-			info.LastErr = string(v)
-		case num == msgFieldCompletedAt && typ == protowire.VarintType:
-			v, _ := protowire.ConsumeVarint(b)
-			if v != 0 {
-				info.CompletedAt = time.Unix(int64(v), 0)
-			}
-		case num == msgFieldHeaders && typ == protowire.BytesType:
-			entry, _ := protowire.ConsumeBytes(b)
-			k, v, err := mapEntry(entry)
-			if err != nil {
-				return nil, err
-			}
-			info.Headers[k] = v
-		}
-		b = b[m:]
-	}
-	return info, nil
-}
-
-// mapEntry reads one protobuf map<string, string> entry.
-func mapEntry(b []byte) (key, value string, err error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return "", "", protowire.ParseError(n)
-		}
-		b = b[n:]
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return "", "", protowire.ParseError(m)
-		}
-		if typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b)
-			switch num {
-			case 1:
-				key = string(v)
-			case 2:
-				value = string(v)
-			}
-		}
-		b = b[m:]
-	}
-	return key, value, nil
 }

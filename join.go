@@ -23,7 +23,6 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/onceq/onceq/internal/storerule"
 )
@@ -237,9 +236,9 @@ func (j *joiner) claimed(ctx context.Context, k Key, fp string) (Claim, bool) {
 	}
 	h := c.hold
 	h.Key = k
-	if c.rec != recordKey(k) || (c.acquired && c.fp != fp) {
+	if same := c.rec == recordKey(k); !same || (c.acquired && c.fp != fp) {
 		// The worker keys this task otherwise than its producer did.
-		if c.acquired && c.rec == recordKey(k) {
+		if c.acquired && same {
 			_ = j.store.Release(ctx, h, "keyed otherwise by the worker")
 		}
 		return Claim{}, false
@@ -459,28 +458,4 @@ func (j *joiner) shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// withoutPayload is asynq's encoded TaskMessage msg without its payload
-// (field 2). The record answers a repeat of a done job with its result, so
-// the copy asynq retains for the unique window need not hold the payload:
-// it stays readable (type, headers, result) and is smaller. msg unchanged
-// if it does not parse.
-func withoutPayload(msg []byte) []byte {
-	out := make([]byte, 0, len(msg))
-	for b := msg; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return msg
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return msg
-		}
-		if num != msgFieldPayload {
-			out = append(out, b[:n+m]...)
-		}
-		b = b[n+m:]
-	}
-	return out
 }

@@ -28,13 +28,9 @@ func asynqKeys(q, id string, now time.Time) []string {
 }
 
 const (
-	statsTTL         = 90 * 24 * time.Hour // asynq keeps daily stats this long
-	archiveMaxAge    = 90 * 24 * time.Hour // and archived tasks at most this long
-	archiveMaxTasks  = 10000               // and at most this many
-	fieldRetry       = 5                   // TaskMessage.retry: retries allowed
-	fieldRetried     = 6                   // TaskMessage.retried: retries so far
-	fieldErrorMsg    = 7                   // TaskMessage.error_msg
-	fieldLastFailure = 11                  // TaskMessage.last_failed_at, Unix s
+	statsTTL        = 90 * 24 * time.Hour // asynq keeps daily stats this long
+	archiveMaxAge   = 90 * 24 * time.Hour // and archived tasks at most this long
+	archiveMaxTasks = 10000               // and at most this many
 )
 
 // failedAttempt returns msg with one more attempt counted, errMsg as its
@@ -43,30 +39,22 @@ const (
 func failedAttempt(msg []byte, errMsg string, now time.Time) ([]byte, bool, error) {
 	var retry, retried int64
 	out := make([]byte, 0, len(msg)+len(errMsg)+16)
-	for b := msg; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, false, protowire.ParseError(n)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return nil, false, protowire.ParseError(m)
-		}
+	err := msgFields(msg, func(num protowire.Number, typ protowire.Type, field, value []byte) {
 		switch {
 		case num == fieldRetry && typ == protowire.VarintType:
-			v, _ := protowire.ConsumeVarint(b[n:])
+			v, _ := protowire.ConsumeVarint(value)
 			retry = int64(int32(v))
 		case num == fieldRetried && typ == protowire.VarintType:
-			v, _ := protowire.ConsumeVarint(b[n:])
+			v, _ := protowire.ConsumeVarint(value)
 			retried = int64(int32(v))
-			b = b[n+m:]
-			continue
+			return
 		case num == fieldErrorMsg || num == fieldLastFailure:
-			b = b[n+m:]
-			continue
+			return
 		}
-		out = append(out, b[:n+m]...)
-		b = b[n+m:]
+		out = append(out, field...)
+	})
+	if err != nil {
+		return nil, false, err
 	}
 	// retried is what asynq's recoverer compares with retry before it
 	// counts the attempt (Retried >= Retry: archive).
