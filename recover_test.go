@@ -239,21 +239,82 @@ func TestServerWaitsOutTheLivenessTTL(t *testing.T) {
 
 	gone, t0 := map[string]time.Time{}, time.Now()
 	for _, at := range []time.Duration{0, time.Minute - time.Millisecond} {
-		if err := srv.recoverOnce(gone, t0.Add(at)); err != nil || state() != StatusRunning {
+		if err := srv.recoverOnce(gone, at0(t0.Add(at))); err != nil || state() != StatusRunning {
 			t.Fatalf("%v after the key went: %v, record %s; want the claim left alone", at, err, state())
 		}
 	}
 	// The key comes back for one look: the clock starts again.
 	rdb.Set(ctx, liveKey(bootOwner), "1", time.Minute)
-	if err := srv.recoverOnce(gone, t0.Add(time.Minute)); err != nil || state() != StatusRunning {
+	if err := srv.recoverOnce(gone, at0(t0.Add(time.Minute))); err != nil || state() != StatusRunning {
 		t.Fatalf("with the key back: %v, record %s", err, state())
 	}
 	rdb.Del(ctx, liveKey(bootOwner))
 	t1 := t0.Add(2 * time.Minute)
-	if err := srv.recoverOnce(gone, t1); err != nil || state() != StatusRunning {
+	if err := srv.recoverOnce(gone, at0(t1)); err != nil || state() != StatusRunning {
 		t.Fatalf("gone again: %v, record %s; want the claim left alone", err, state())
 	}
-	if err := srv.recoverOnce(gone, t1.Add(time.Minute)); err != nil || state() != StatusFailed {
+	if err := srv.recoverOnce(gone, at0(t1.Add(time.Minute))); err != nil || state() != StatusFailed {
 		t.Fatalf("a whole TTL gone: %v, record %s; want it released", err, state())
+	}
+}
+
+// at0 is a clock stopped at t.
+func at0(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+// The absence is timed per claim: a claim its owner took after the owner's
+// key was first seen missing (a worker whose refresh lagged behind a Redis
+// restart while its dequeue already ran) waits a whole TTL of its own.
+func TestServerTimesEachClaimsAbsence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	srv, err := NewServer(rdb, nil, asynq.Config{}, MiddlewareOptions{Liveness: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := NewKey("wait:t", "old")
+	late, _ := NewKey("wait:t", "late")
+	client := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { client.Close() })
+	for _, k := range []Key{old, late} {
+		if _, err := client.EnqueueContext(ctx, asynq.NewTask("wait:t", nil), asynq.TaskID(k.TaskID())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started, hang := make(chan struct{}, 2), make(chan struct{})
+	worker := asynq.NewServerFromRedisClient(rdb, asynq.Config{LogLevel: asynq.FatalLevel, TaskCheckInterval: 10 * time.Millisecond,
+		ShutdownTimeout: time.Millisecond, Concurrency: 2})
+	if err := worker.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { started <- struct{}{}; <-hang; return nil })); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(hang); worker.Shutdown() })
+	<-started
+	<-started
+	claim := func(k Key) {
+		t.Helper()
+		if c, err := srv.store.Claim(ctx, k, "fp", time.Hour, bootOwner+"/"+k.TaskID()); err != nil || c.Outcome != Acquired {
+			t.Fatalf("claim %s: %+v %v", k, c, err)
+		}
+	}
+	state := func(k Key) Status {
+		t.Helper()
+		r, err := srv.store.Status(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State
+	}
+	gone, t0 := map[string]time.Time{}, time.Now()
+	claim(old)
+	if err := srv.recoverOnce(gone, at0(t0)); err != nil || state(old) != StatusRunning {
+		t.Fatalf("first look: %v, record %s", err, state(old))
+	}
+	claim(late) // the owner's key was already missing
+	if err := srv.recoverOnce(gone, at0(t0.Add(time.Minute))); err != nil || state(old) != StatusFailed || state(late) != StatusRunning {
+		t.Fatalf("a TTL after the first look: %v, records %s and %s; want the old claim released, the late one left alone",
+			err, state(old), state(late))
+	}
+	if err := srv.recoverOnce(gone, at0(t0.Add(2*time.Minute))); err != nil || state(late) != StatusFailed {
+		t.Fatalf("a TTL after the late claim was seen: %v, record %s; want it released", err, state(late))
 	}
 }

@@ -123,20 +123,22 @@ func (s *Server) refresh() {
 
 // recoverLoop hands back the tasks of dead workers, every third of the
 // liveness TTL. Every worker runs it; each step is atomic and does nothing
-// once another worker did it. An owner counts as dead only once its key
-// has been missing for a whole TTL: a failover to a replica that never got
-// the key, or one failed refresh, never looks like a crash.
+// once another worker did it. A claim counts as orphaned only once its
+// owner's key has been missing for a whole TTL while that claim was held:
+// a failover to a replica that never got the key, one failed refresh, or a
+// Redis restart that outlasted the key never looks like a crash, and a
+// claim the owner took since is not judged by its older absence.
 func (s *Server) recoverLoop() {
 	tick := time.NewTicker(s.live / 3)
 	defer tick.Stop()
-	gone := map[string]time.Time{} // owner -> first seen without its key
+	gone := map[string]time.Time{} // claim holder -> first seen without its owner's key
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-tick.C:
 		}
-		if err := s.recoverOnce(gone, time.Now()); errors.Is(err, errCrossSlot) {
+		if err := s.recoverOnce(gone, time.Now); errors.Is(err, errCrossSlot) {
 			s.mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeError,
 				Reason: err.Error() + ": asynq's own recoverer takes over (1-2 minutes)"})
 			return
@@ -144,32 +146,36 @@ func (s *Server) recoverLoop() {
 	}
 }
 
-// recoverOnce is one look at every queue at time now; gone remembers since
-// when each owner's key has been missing.
-func (s *Server) recoverOnce(gone map[string]time.Time, now time.Time) error {
+// recoverOnce is one look at every queue; gone remembers since when each
+// held claim's owner has been missing. A sighting is dated after its read
+// and compared from before the next one, so a read that hung through a
+// Redis outage never stretches the absence it saw.
+func (s *Server) recoverOnce(gone map[string]time.Time, now func() time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.live)
 	defer cancel()
 	seen := map[string]bool{}
 	defer func() {
-		for owner := range gone {
-			if !seen[owner] {
-				delete(gone, owner)
+		for h := range gone {
+			if !seen[h] {
+				delete(gone, h)
 			}
 		}
 	}()
 	for _, q := range s.queues {
+		before := now()
 		orphans, err := findOrphans(ctx, s.rdb, q)
 		if err != nil {
 			continue // Redis trouble: the next tick tries again
 		}
+		after := now()
 		for _, o := range orphans {
 			if o.holder != "" {
-				seen[o.owner] = true
-				first, ok := gone[o.owner]
+				seen[o.holder] = true
+				first, ok := gone[o.holder]
 				if !ok {
-					gone[o.owner] = now
+					gone[o.holder] = after
 				}
-				if !ok || now.Sub(first) < s.live {
+				if !ok || before.Sub(first) < s.live {
 					continue
 				}
 			}

@@ -329,8 +329,11 @@ func TestOutboxKillsAndRestarts(t *testing.T) {
 	}
 	rollback(3)
 
-	waitFor("the outbox empty and every committed order charged", func() bool {
-		return count(`SELECT count(*) FROM onceq_outbox`) == 0 && r.gw.Total() >= count(`SELECT count(*) FROM shop_orders`)
+	eventually(t, 2*time.Minute, "the outbox empty and every committed order charged", func() (bool, string) {
+		waiting, orders, charged := count(`SELECT count(*) FROM onceq_outbox`), count(`SELECT count(*) FROM shop_orders`), r.gw.Total()
+		q, err := r.load()
+		return waiting == 0 && charged >= orders, fmt.Sprintf("%d jobs in the outbox, %d orders, %d charged; queues %v %v",
+			waiting, orders, charged, q, err)
 	})
 	eventually(t, 3*time.Minute, "the queues idle", func() (bool, string) {
 		q, err := r.load()
