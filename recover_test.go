@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/internal/redistest"
 )
@@ -212,19 +213,7 @@ func TestServerWaitsOutTheLivenessTTL(t *testing.T) {
 	// An active task claimed by a delivery of this process, which keeps no
 	// liveness key (the Server is never started).
 	k, _ := NewKey("wait:t", "w-1")
-	client := asynq.NewClientFromRedisClient(rdb)
-	t.Cleanup(func() { client.Close() })
-	if _, err := client.EnqueueContext(ctx, asynq.NewTask("wait:t", nil), asynq.TaskID(k.TaskID())); err != nil {
-		t.Fatal(err)
-	}
-	started, hang := make(chan struct{}, 1), make(chan struct{})
-	worker := asynq.NewServerFromRedisClient(rdb, asynq.Config{LogLevel: asynq.FatalLevel, TaskCheckInterval: 10 * time.Millisecond,
-		ShutdownTimeout: time.Millisecond})
-	if err := worker.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { started <- struct{}{}; <-hang; return nil })); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(hang); worker.Shutdown() })
-	<-started
+	hangActive(t, rdb, k)
 	if c, err := srv.store.Claim(ctx, k, "fp", time.Hour, bootOwner+"/"+k.TaskID()); err != nil || c.Outcome != Acquired {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
@@ -274,22 +263,7 @@ func TestServerTimesEachClaimsAbsence(t *testing.T) {
 	}
 	old, _ := NewKey("wait:t", "old")
 	late, _ := NewKey("wait:t", "late")
-	client := asynq.NewClientFromRedisClient(rdb)
-	t.Cleanup(func() { client.Close() })
-	for _, k := range []Key{old, late} {
-		if _, err := client.EnqueueContext(ctx, asynq.NewTask("wait:t", nil), asynq.TaskID(k.TaskID())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	started, hang := make(chan struct{}, 2), make(chan struct{})
-	worker := asynq.NewServerFromRedisClient(rdb, asynq.Config{LogLevel: asynq.FatalLevel, TaskCheckInterval: 10 * time.Millisecond,
-		ShutdownTimeout: time.Millisecond, Concurrency: 2})
-	if err := worker.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { started <- struct{}{}; <-hang; return nil })); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(hang); worker.Shutdown() })
-	<-started
-	<-started
+	hangActive(t, rdb, old, late)
 	claim := func(k Key) {
 		t.Helper()
 		if c, err := srv.store.Claim(ctx, k, "fp", time.Hour, bootOwner+"/"+k.TaskID()); err != nil || c.Outcome != Acquired {
@@ -316,5 +290,29 @@ func TestServerTimesEachClaimsAbsence(t *testing.T) {
 	}
 	if err := srv.recoverOnce(gone, at0(t0.Add(2*time.Minute))); err != nil || state(late) != StatusFailed {
 		t.Fatalf("a TTL after the late claim was seen: %v, record %s; want it released", err, state(late))
+	}
+}
+
+// hangActive enqueues a task for each key and returns once a plain asynq
+// worker, with exactly as many slots, holds them all active until the test
+// ends.
+func hangActive(t *testing.T, rdb redis.UniversalClient, keys ...Key) {
+	t.Helper()
+	client := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { client.Close() })
+	for _, k := range keys {
+		if _, err := client.EnqueueContext(context.Background(), asynq.NewTask("wait:t", nil), asynq.TaskID(k.TaskID())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started, hang := make(chan struct{}, len(keys)), make(chan struct{})
+	worker := asynq.NewServerFromRedisClient(rdb, asynq.Config{LogLevel: asynq.FatalLevel, TaskCheckInterval: 10 * time.Millisecond,
+		ShutdownTimeout: time.Millisecond, Concurrency: len(keys)})
+	if err := worker.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { started <- struct{}{}; <-hang; return nil })); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(hang); worker.Shutdown() })
+	for range keys {
+		<-started
 	}
 }
