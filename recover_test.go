@@ -205,11 +205,7 @@ func TestFailedAttemptKeepsOtherFields(t *testing.T) {
 func TestServerWaitsOutTheLivenessTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	srv, err := NewServer(rdb, nil, asynq.Config{}, MiddlewareOptions{Liveness: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, rdb := minuteServer(t)
 	// An active task claimed by a delivery of this process, which keeps no
 	// liveness key (the Server is never started).
 	k, _ := NewKey("wait:t", "w-1")
@@ -256,11 +252,7 @@ func at0(t time.Time) func() time.Time { return func() time.Time { return t } }
 func TestServerTimesEachClaimsAbsence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	srv, err := NewServer(rdb, nil, asynq.Config{}, MiddlewareOptions{Liveness: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, rdb := minuteServer(t)
 	old, _ := NewKey("wait:t", "old")
 	late, _ := NewKey("wait:t", "late")
 	hangActive(t, rdb, old, late)
@@ -315,4 +307,16 @@ func hangActive(t *testing.T, rdb redis.UniversalClient, keys ...Key) {
 	for range keys {
 		<-started
 	}
+}
+
+// minuteServer is a Server with a one-minute liveness TTL on a Redis of
+// its own, never started, so its process keeps no liveness key.
+func minuteServer(t *testing.T) (*Server, redis.UniversalClient) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	srv, err := NewServer(rdb, nil, asynq.Config{}, MiddlewareOptions{Liveness: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, rdb
 }
