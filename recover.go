@@ -84,6 +84,9 @@ type orphan struct {
 	// run out (a worker died between its dequeue and its claim).
 	holder, live string
 	owner        string
+	// lapsed: the owner lives, but the claim's lease and asynq's ran out,
+	// so no handler holds the task (a dequeue whose reply was lost).
+	lapsed bool
 }
 
 // recoverOrphan hands o back to asynq: pending again with the attempt
@@ -134,7 +137,8 @@ func recoverOrphan(ctx context.Context, rdb redis.UniversalClient, o orphan, fai
 }
 
 // findOrphans lists the active tasks of queue whose claim's owner has no
-// liveness key, and those asynq's lease ran out on with no claim held: one
+// liveness key, and those asynq's lease ran out on with no claim held or a
+// claim whose lease ran out too: one
 // round trip for the active list, one for their records and leases, one
 // for their owners' liveness keys.
 func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) ([]orphan, error) {
@@ -146,8 +150,12 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) (
 	type cand struct {
 		o     orphan
 		rec   *redis.StringCmd
+		ttl   *redis.DurationCmd
 		lease *redis.FloatCmd
 		live  *redis.IntCmd
+		// over: asynq's lease ran out 30 s ago (asynq's own margin for skew)
+		over  bool
+		grace time.Duration
 	}
 	var cs []*cand
 	_, err = rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
@@ -157,7 +165,7 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) (
 				continue // not an onceq task id: its key is not known here
 			}
 			cs = append(cs, &cand{o: orphan{queue: queue, id: id, key: k},
-				rec: pl.Get(ctx, recordKey(k)), lease: pl.ZScore(ctx, p+"lease", id)})
+				rec: pl.Get(ctx, recordKey(k)), ttl: pl.PTTL(ctx, recordKey(k)), lease: pl.ZScore(ctx, p+"lease", id)})
 		}
 		return nil
 	})
@@ -171,9 +179,11 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) (
 		if err != nil && !errors.Is(err, redis.Nil) {
 			continue
 		}
+		l, lerr := c.lease.Result()
+		c.over = lerr == nil && l < now-30
 		rec, perr := unpack(v)
 		if errors.Is(err, redis.Nil) || (perr == nil && rec.state != 'r') {
-			if l, lerr := c.lease.Result(); lerr == nil && l < now-30 { // asynq's own margin for skew
+			if c.over {
 				out = append(out, c) // no claim held, asynq's lease over
 			}
 			continue
@@ -188,6 +198,7 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) (
 		}
 		c.o.owner, c.o.live = boot, liveKey(boot)
 		c.o.holder = holderPrefix(Hold{Key: c.o.key, Token: rec.token, Owner: rec.owner})
+		c.grace = rec.grace()
 		check = append(check, c)
 	}
 	if len(check) > 0 {
@@ -202,6 +213,9 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) (
 		}
 		for _, c := range check {
 			if c.live.Val() == 0 {
+				out = append(out, c)
+			} else if c.over && c.ttl.Val() <= c.grace {
+				c.o.lapsed = true
 				out = append(out, c)
 			}
 		}

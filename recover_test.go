@@ -320,3 +320,96 @@ func minuteServer(t *testing.T) (*Server, redis.UniversalClient) {
 	}
 	return srv, rdb
 }
+
+// A dequeue whose reply was lost (Redis killed after it ran and was
+// synced) leaves a task active with a claim of a live owner that no
+// handler holds: nothing extends the claim's lease or asynq's. Once both
+// ran out the task goes back to pending at once; while either is live it
+// is left alone, since a live handler keeps both.
+func TestServerRecoversALapsedClaimOfALiveOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, rdb := minuteServer(t)
+	rdb.Set(ctx, liveKey(bootOwner), "1", time.Hour) // the owner lives throughout
+	held, _ := NewKey("lapse:t", "held")
+	lapsed, _ := NewKey("lapse:t", "lapsed")
+	client := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { client.Close() })
+	// asynq v0.26.0's dequeue, with no processor to receive it.
+	dequeue := func(k Key, lease time.Time) {
+		t.Helper()
+		if _, err := client.EnqueueContext(ctx, asynq.NewTask("lapse:t", nil), asynq.TaskID(k.TaskID())); err != nil {
+			t.Fatal(err)
+		}
+		p := "asynq:{default}:"
+		if err := errors.Join(rdb.LMove(ctx, p+"pending", p+"active", "RIGHT", "LEFT").Err(),
+			rdb.HSet(ctx, p+"t:"+k.TaskID(), "state", "active").Err(),
+			rdb.ZAdd(ctx, p+"lease", redis.Z{Score: float64(lease.Unix()), Member: k.TaskID()}).Err()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLease := func(k Key, lease time.Time) {
+		rdb.ZAdd(ctx, "asynq:{default}:lease", redis.Z{Score: float64(lease.Unix()), Member: k.TaskID()})
+	}
+	state := func(k Key) Status {
+		t.Helper()
+		r, err := srv.store.Status(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State
+	}
+	old := time.Now().Add(-time.Minute) // asynq's lease over by more than its 30 s margin
+	dequeue(held, old)
+	dequeue(lapsed, time.Now().Add(30*time.Second))
+	if c, err := srv.store.Claim(ctx, held, "fp", time.Hour, bootOwner+"/"+held.TaskID()); err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	if c, err := srv.store.Claim(ctx, lapsed, "fp", 20*time.Millisecond, bootOwner+"/"+lapsed.TaskID()); err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r, err := srv.store.Status(ctx, lapsed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LeaseUntil.Before(time.Now()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim's lease never ran out: %+v", r)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	t.Cleanup(func() { insp.Close() })
+	taskState := func(k Key) asynq.TaskState {
+		t.Helper()
+		info, err := insp.GetTaskInfo("default", k.TaskID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State
+	}
+
+	gone := map[string]time.Time{}
+	if err := srv.recoverOnce(gone, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if state(held) != StatusRunning || taskState(held) != asynq.TaskStateActive {
+		t.Errorf("claim's lease live, asynq's over: record %s, task %v; want it left alone", state(held), taskState(held))
+	}
+	if state(lapsed) != StatusRunning || taskState(lapsed) != asynq.TaskStateActive {
+		t.Errorf("claim's lease over, asynq's live: record %s, task %v; want it left alone", state(lapsed), taskState(lapsed))
+	}
+	setLease(lapsed, old)
+	if err := srv.recoverOnce(gone, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if state(lapsed) != StatusFailed || taskState(lapsed) != asynq.TaskStatePending {
+		t.Errorf("both leases over: record %s, task %v; want the claim released and the task pending", state(lapsed), taskState(lapsed))
+	}
+	if state(held) != StatusRunning || taskState(held) != asynq.TaskStateActive {
+		t.Errorf("the held claim: record %s, task %v; want it left alone", state(held), taskState(held))
+	}
+}

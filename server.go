@@ -169,7 +169,7 @@ func (s *Server) recoverOnce(gone map[string]time.Time, now func() time.Time) er
 		}
 		after := now()
 		for _, o := range orphans {
-			if o.holder != "" {
+			if o.holder != "" && !o.lapsed { // a lapsed claim was timed by Redis's clocks
 				seen[o.holder] = true
 				first, ok := gone[o.holder]
 				if !ok {
@@ -190,8 +190,11 @@ func (s *Server) recoverOnce(gone map[string]time.Time, now func() time.Time) er
 				continue // another worker was first, or the owner lives after all
 			}
 			cause, why := outcomeOrphaned, "worker "+o.owner+" is gone"
-			if o.holder == "" {
+			switch {
+			case o.holder == "":
 				cause, why = outcomeLeaseExpired, "asynq's lease ran out with no claim held"
+			case o.lapsed:
+				cause, why = outcomeLeaseExpired, "the claim's lease and asynq's ran out: no handler holds it"
 			}
 			s.mw.opts.Observer(ctx, Event{Op: opRecover, Key: o.key, Outcome: cause, Reason: why + ": task " + how})
 		}

@@ -1,7 +1,8 @@
 -- Hand an orphaned active task back to asynq, as asynq's own recoverer
 -- would (v0.26.0's retryCmd and archiveCmd), and release its claim, in one
--- step: its owner's liveness key is gone (or, with no claim held, asynq's
--- lease ran out 30 s ago, asynq's own margin for clock skew).
+-- step: its owner's liveness key is gone, or asynq's lease ran out 30 s ago
+-- (asynq's own margin for clock skew) with no claim held or with the
+-- claim's lease run out too.
 -- KEYS[1]  -> asynq:{<q>}:t:<id>, the task hash
 -- KEYS[2]  -> asynq:{<q>}:active
 -- KEYS[3]  -> asynq:{<q>}:lease
@@ -30,12 +31,19 @@
 -- Returns: 1 retried, 2 archived, 0 nothing done (the owner lives, the task
 -- or the claim moved on).
 if ARGV[5] ~= '' then
-  if redis.call('EXISTS', KEYS[11]) == 1 then
-    return 0
-  end
   local v = redis.call('GET', KEYS[10])
   if not v or string.sub(v, 1, #ARGV[5]) ~= ARGV[5] then
     return 0
+  end
+  if redis.call('EXISTS', KEYS[11]) == 1 then
+    -- The owner lives, but no handler of it extends the claim or asynq's
+    -- lease (a dequeue whose reply was lost): orphaned once both ran out.
+    local grace = tonumber(string.match(v, '|(%d+)$'))
+    local lease = redis.call('ZSCORE', KEYS[3], ARGV[1])
+    if not grace or redis.call('PTTL', KEYS[10]) > grace or
+        not lease or tonumber(lease) >= tonumber(ARGV[10]) - 30 then
+      return 0
+    end
   end
 else
   local v = redis.call('GET', KEYS[10])
