@@ -61,6 +61,26 @@ type enqueueGuard struct {
 	// Found is what held the key when the guard refused the enqueue
 	// outside Cluster; nil otherwise (then the producer reads it).
 	Found *refusal
+	// rules are taken in the insert's step (withRules): Throttled says
+	// which refused the job, Taken which windows the insert took.
+	rules     []*Rule
+	holder    string
+	Throttled *throttle
+	Taken     string
+}
+
+// throttle is the rule window that refused a guarded enqueue.
+type throttle struct {
+	rule int // index in the job's rules
+	Reservation
+}
+
+// withRules has the guard take rules' windows for holder in the same step
+// as the insert, checked before anything else: windows are then taken
+// exactly when the task is inserted. Only outside Cluster, where the
+// windows share a node with asynq's keys.
+func (g *enqueueGuard) withRules(rules []*Rule, holder string) {
+	g.rules, g.holder = rules, holder
 }
 
 // refusal is what a refused enqueue found, read in the same script.
@@ -116,20 +136,43 @@ func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, 
 	queue := strings.TrimPrefix(base, "asynq:{")
 	base += "}:"
 	ks := append(keys[:2:2], base+"pending", base+"scheduled", base+"archived", base+"completed")
+	argv := append(args[:3:3], id, g.replace, g.fp)
 	if !c.cluster {
 		ks = append(ks, recordKey(g.key))
+		if len(g.rules) > 0 {
+			argv = append(argv, g.holder)
+			for _, r := range g.rules {
+				ks = append(ks, windowKey(r.Key))
+				argv = append(argv, r.Window.Milliseconds(), r.Repeats)
+			}
+		}
 	}
 	g.Ran = true
-	cmd := script.Run(ctx, c.UniversalClient, ks, append(args[:3:3], id, g.replace, g.fp)...)
+	cmd := script.Run(ctx, c.UniversalClient, ks, argv...)
 	v, ok := cmd.Val().([]any)
-	if !ok || len(v) != 6 {
+	out := redis.NewCmd(ctx)
+	switch {
+	case ok && len(v) == 2: // inserted, with rules
+		g.Taken, _ = v[1].(string)
+		out.SetVal(v[0])
+		return out
+	case ok && len(v) == 4: // a window refused it: asynq hears its 0
+		i, _ := v[1].(int64)
+		h, _ := v[2].(string)
+		pttl, _ := v[3].(int64)
+		if i >= 1 && int(i) <= len(g.rules) {
+			g.Throttled = &throttle{rule: int(i) - 1,
+				Reservation: Reservation{Holder: h, RetryAfter: time.Duration(max(pttl, 0)) * time.Millisecond}}
+		}
+		out.SetVal(int64(0))
+		return out
+	case !ok || len(v) != 6:
 		return cmd
 	}
 	// Refused, with what holds the key: asynq hears its 0.
 	if f, err := refusalOf(g.key, queue, id, v); err == nil {
 		g.Found = f
 	}
-	out := redis.NewCmd(ctx)
 	out.SetVal(int64(0))
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,5 +190,94 @@ func (c *commandCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		c.n.Add(int64(len(cmds)))
 		return next(ctx, cmds)
+	}
+}
+
+// Outside Cluster a job's rules are taken in the insert's own step: an
+// enqueue with a rate rule is one command, a throttled one too, and a
+// window is taken exactly when the task is inserted.
+func TestRulesInTheInsertsStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	calls := &commandCount{}
+	rdb.AddHook(calls)
+	var events []onceq.Event
+	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{Observer: func(_ context.Context, e onceq.Event) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
+	type charge struct {
+		ID      string `json:"id"`
+		Account string `json:"account"`
+		Note    string `json:"note"`
+	}
+	rate := func(c charge) onceq.Key { k, _ := onceq.NewKey("rate", c.Account); return k }
+	kind := onceq.Define(onceq.Spec[charge]{Type: "fold:charge", ID: func(c charge) string { return c.ID },
+		Rules: func(c charge) ([]*onceq.Rule, error) { return []*onceq.Rule{{Key: rate(c), Window: time.Minute}}, nil }})
+	once := func(c charge, want onceq.Decision) onceq.Outcome {
+		t.Helper()
+		before := calls.n.Load()
+		out, err := p.Enqueue(ctx, kind.Job(c))
+		if err != nil || out.Decision != want {
+			t.Fatalf("%+v: %+v %v; want %s", c, out, err, want)
+		}
+		if n := calls.n.Load() - before; n != 1 {
+			t.Errorf("%+v (%s) took %d commands, want 1", c, want, n)
+		}
+		return out
+	}
+	// asynq's first enqueue also loads the script and names the queue.
+	if _, err := p.Enqueue(ctx, kind.Job(charge{ID: "warm", Account: "acct-0"})); err != nil {
+		t.Fatal(err)
+	}
+	a := charge{ID: "a", Account: "acct-1"}
+	once(a, onceq.Enqueued)
+	out := once(charge{ID: "b", Account: "acct-1"}, onceq.Throttled)
+	if out.RetryAfter <= 0 || out.RetryAfter > time.Minute {
+		t.Errorf("throttled: retry after %v, want within the minute", out.RetryAfter)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	t.Cleanup(func() { insp.Close() })
+	if _, err := insp.GetTaskInfo("default", kind.Job(charge{ID: "b", Account: "acct-1"}).Key.TaskID()); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Errorf("the throttled job's task: %v, want none", err)
+	}
+	once(a, onceq.Duplicate) // its own window does not throttle a repeat
+	if !slices.ContainsFunc(events, func(e onceq.Event) bool { return e.Op == "reserve" && e.Outcome == "throttled" }) {
+		t.Errorf("no throttled reserve event in %v", events)
+	}
+
+	// A refused insert takes no window: a conflict on a's key leaves
+	// acct-2's free.
+	if out, err := p.Enqueue(ctx, kind.Job(charge{ID: "a", Account: "acct-2", Note: "other"})); err != nil || out.Decision != onceq.Conflict {
+		t.Fatalf("conflict: %+v %v", out, err)
+	}
+	acct2, _ := onceq.NewKey("rate", "acct-2")
+	if r, err := store.Reserve(ctx, acct2, time.Second, "probe"); err != nil || !r.Reserved {
+		t.Errorf("after a refused insert acct-2's window: %+v %v, want free", r, err)
+	}
+	// And the window a's insert took is held by a.
+	if r, err := store.Reserve(ctx, rate(a), time.Second, "probe"); err != nil || r.Reserved || r.Holder != kind.Job(a).Key.String() {
+		t.Errorf("acct-1's window: %+v %v, want held by %s", r, err, kind.Job(a).Key)
+	}
+}
+
+// A time window (Spec.Window) refuses a repeat of its own job, in the
+// insert's step too.
+func TestWindowRefusesItsOwnRepeatInOneStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	p := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	type ping struct {
+		ID string `json:"id"`
+	}
+	kind := onceq.Define(onceq.Spec[ping]{Type: "fold:ping", ID: func(p ping) string { return p.ID }, Window: time.Minute})
+	if out, err := p.Enqueue(ctx, kind.Job(ping{"x"})); err != nil || out.Decision != onceq.Enqueued {
+		t.Fatalf("first: %+v %v", out, err)
+	}
+	if out, err := p.Enqueue(ctx, kind.Job(ping{"x"})); err != nil || out.Decision != onceq.Throttled || out.RetryAfter <= 0 {
+		t.Fatalf("repeat inside the window: %+v %v; want throttled", out, err)
 	}
 }

@@ -9,10 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/internal/storerule"
 )
 
 // ProducerOptions configures NewProducer.
@@ -41,6 +44,9 @@ type Producer struct {
 	insp   *asynq.Inspector
 	store  Store
 	opts   ProducerOptions
+	// folded: store is a RedisStore on the Producer's own client, outside
+	// Cluster, so a guarded insert takes its job's windows itself.
+	folded atomic.Pointer[RedisStore]
 }
 
 // NewProducer builds a Producer on rdb; the caller owns rdb and closes it.
@@ -53,12 +59,17 @@ func NewProducer(rdb redis.UniversalClient, store Store, opts ProducerOptions) *
 	if opts.Observer == nil {
 		opts.Observer = func(context.Context, Event) {}
 	}
-	return &Producer{
+	p := &Producer{
 		client: asynq.NewClientFromRedisClient(guardEnqueues(rdb)),
 		insp:   asynq.NewInspectorFromRedisClient(rdb),
 		store:  store,
 		opts:   opts,
 	}
+	_, cluster := rdb.(*redis.ClusterClient)
+	if s, ok := store.(*RedisStore); ok && s.rdb == rdb && !cluster {
+		p.folded.Store(s)
+	}
+	return p
 }
 
 // Task headers the Producer adds to what a constructor set.
@@ -77,7 +88,8 @@ const maxFailures = 3
 // window) costs exactly the one round trip of asynq's Enqueue: the key is the
 // asynq TaskID, which asynq refuses atomically while the task is retained,
 // and the script that inserts it also refuses a key whose record is done
-// (guardEnqueue). A window or rate rule adds one Reserve each.
+// (guardEnqueue). Outside Cluster its windows and rate rules are taken in
+// that same script; on Cluster (other slots) each adds one Reserve.
 //
 // A refused insert is followed by two reads (task and record, in parallel)
 // that say what the key's state is, and so what the repeat gets: a task that
@@ -86,13 +98,13 @@ const maxFailures = 3
 // the answer is Duplicate or Conflict. Each replacement is one atomic script
 // that refuses if the task moved on meanwhile, and then the key is read again.
 //
-// Windows are taken only by accepted jobs: a reservation this call took is
-// given back (compare-and-delete on its holder) when a later rule, asynq's
-// task id check or the enqueue itself refuses the job. A window the same key
-// already held is left alone: it belongs to the accepted job. Between the
-// reserve and the give-back (one round trip) a concurrent job on the same
-// rule key is refused; one script cannot do both, since asynq's keys and
-// the window's live in different Cluster slots.
+// Windows are taken only by accepted jobs. Outside Cluster the insert's
+// script checks and takes them with the insert, atomically. On Cluster a
+// reservation this call took is given back (compare-and-delete on its
+// holder) when a later rule, asynq's task id check or the enqueue itself
+// refuses the job, so between the reserve and the give-back (one round
+// trip) a concurrent job on the same rule key is refused. A window the same
+// key already held is left alone: it belongs to the accepted job.
 func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
 	if j.Err != nil {
 		return Outcome{}, j.Err
@@ -117,7 +129,17 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 	var taken []*Rule
 	// The give-back must happen even when the caller's ctx has ended.
 	giveBack := func() { p.unreserve(context.WithoutCancel(ctx), taken, holder) }
+	// Outside Cluster a guarded insert takes the windows in its own step
+	// (withRules); else each is reserved first and given back on refusal.
+	folded := p.folded.Load()
+	fold := folded != nil && j.Unique > 0 && len(j.Rules) > 0
 	for _, r := range j.Rules {
+		if fold {
+			if err := storerule.AtLeastMS("window", r.Window); err != nil {
+				return Outcome{}, fmt.Errorf("onceq: enqueue %s: rule %q: %w", holder, r.Key.String(), err)
+			}
+			continue
+		}
 		res, err := p.store.Reserve(ctx, r.Key, r.Window, holder)
 		if err != nil {
 			giveBack()
@@ -131,10 +153,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 			continue // a repeat of the same key falls through to the task id check
 		}
 		giveBack()
-		out.Decision, out.RetryAfter, out.State = Throttled, res.RetryAfter, StatusUnknown
-		out.Reason = fmt.Sprintf("%s is inside its %s window", r.Key.String(), r.Window)
-		p.observe(ctx, j, out)
-		return out, nil
+		return p.throttled(ctx, j, out, r, res.RetryAfter), nil
 	}
 
 	next := insert{incarnation: 1}
@@ -142,7 +161,21 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		next.delay, next.first = j.Repeat.Delay, time.Now().UnixMilli()
 	}
 	for try := 0; ; try++ {
-		info, found, err := p.insert(ctx, j, holder, next, headers)
+		info, guard, err := p.insert(ctx, j, holder, next, headers, fold)
+		var found *refusal
+		if guard != nil {
+			found = guard.Found
+		}
+		if fold {
+			if t := guard.Throttled; t != nil { // a window refused it, in the insert's step
+				r := j.Rules[t.rule]
+				folded.observe(ctx, opReserve, r.Key, outcomeThrottled, 0, storerule.ReasonThrottled(t.Holder, t.RetryAfter))
+				return p.throttled(ctx, j, out, r, t.RetryAfter), nil
+			}
+			if err == nil {
+				p.foldedReserves(ctx, folded, j, holder, guard)
+			}
+		}
 		if err == nil {
 			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
 			out.Incarnation = next.incarnation
@@ -175,8 +208,9 @@ type insert struct {
 	first       int64 // debounce: the run's first acceptance, Unix ms
 }
 
-// found is what held j's key when the guard refused it (nil: unknown).
-func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, extra map[string]string) (_ *asynq.TaskInfo, found *refusal, _ error) {
+// The guard it returns (nil unguarded) says what held j's key when it
+// refused the insert, and, with fold, what the rules' windows did.
+func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, extra map[string]string, fold bool) (*asynq.TaskInfo, *enqueueGuard, error) {
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
 	task := j.Task
 	if j.Unique > 0 {
@@ -215,11 +249,14 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		return info, nil, err
 	}
 	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, in.replace...)
+	if fold {
+		guard.withRules(j.Rules, holder)
+	}
 	info, err := p.client.EnqueueContext(gctx, task, opts...)
 	if !guard.Ran && len(in.replace) > 0 && errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil, nil, fmt.Errorf("onceq: cannot replace the task of %s: this asynq's enqueue script is not the one onceq guards (%w)", holder, err)
 	}
-	return info, guard.Found, err
+	return info, guard, err
 }
 
 // refused reads what holds j's key after asynq refused its task id and
@@ -351,6 +388,35 @@ func short(fp string) string {
 		return fp[:12]
 	}
 	return fp
+}
+
+// throttled is the answer to j when rule r's window refused it.
+func (p *Producer) throttled(ctx context.Context, j Job, out Outcome, r *Rule, retryAfter time.Duration) Outcome {
+	out.Decision, out.RetryAfter, out.State = Throttled, retryAfter, StatusUnknown
+	out.Reason = fmt.Sprintf("%s is inside its %s window", r.Key.String(), r.Window)
+	p.observe(ctx, j, out)
+	return out
+}
+
+// foldedReserves reports the windows an accepted insert took as Reserve
+// would. Should asynq have sent a script the guard does not know (another
+// asynq version), nothing took them: they are reserved now, after the
+// insert, and the Producer stops folding.
+func (p *Producer) foldedReserves(ctx context.Context, s *RedisStore, j Job, holder string, g *enqueueGuard) {
+	if !g.Ran {
+		p.folded.Store(nil)
+		for _, r := range j.Rules {
+			_, _ = p.store.Reserve(context.WithoutCancel(ctx), r.Key, r.Window, holder)
+		}
+		return
+	}
+	for i, r := range j.Rules {
+		reason := ""
+		if i < len(g.Taken) && g.Taken[i] == '0' {
+			reason = storerule.ReasonSameHolder
+		}
+		s.observe(ctx, opReserve, r.Key, outcomeReserved, 0, reason)
+	}
 }
 
 func (p *Producer) unreserve(ctx context.Context, rules []*Rule, holder string) {

@@ -15,13 +15,27 @@
 --            retention outlived the record's done TTL (asynq's janitor lags)
 -- ARGV[6] -> the job's fingerprint, kept in the task's hash with KEYS[7] as
 --            onceq_fp and onceq_rec so the worker's dequeue can claim it (join.go)
--- Returns: asynq's reply, 1 inserted or 0 refused (its task id conflict). It is
+-- KEYS[8..] -> onceq:{ns/id}:win, the job's rule windows (outside Cluster
+--            only: there they are one step with the insert)
+-- ARGV[7] -> the holder (the job key), with rules
+-- ARGV[6+2i], ARGV[7+2i] -> rule i's window in ms, and "1" when a repeat of
+--            its holder is refused too (Rule.Repeats)
+-- Returns: asynq's reply, 1 inserted or 0 refused (its task id conflict);
+-- with rules {1, taken} on insert, taken a "1" or "0" per rule (a window
+-- its holder already had is left alone), and {-1, i, holder, PTTL} when
+-- rule i's window refused the job, before anything else is looked at. It is
 -- also refused, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
 -- Outside Cluster a refusal is {0, the task's msg, state, result, the
 -- record, its PTTL} ("" for what is absent; PTTL -2 without a record).
 -- A replaced task is removed in the same step as its successor is inserted:
 -- never both, never neither.
+for i = 8, #KEYS do
+  local h = redis.call('GET', KEYS[i])
+  if h and (h ~= ARGV[7] or ARGV[7 + 2 * (i - 7)] == '1') then
+    return {-1, i - 7, h, redis.call('PTTL', KEYS[i])}
+  end
+end
 local rec
 -- A refusal outside Cluster carries what holds the key, so the producer
 -- can describe it without reading again.
@@ -67,4 +81,15 @@ end
 if KEYS[7] then
   redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
 end
-return n
+if #KEYS < 8 then
+  return n
+end
+local taken = ''
+for i = 8, #KEYS do
+  if redis.call('SET', KEYS[i], ARGV[7], 'NX', 'PX', ARGV[6 + 2 * (i - 7)]) then
+    taken = taken .. '1'
+  else
+    taken = taken .. '0'
+  end
+end
+return {n, taken}

@@ -1,0 +1,41 @@
+package onceq
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/internal/redistest"
+)
+
+// When asynq sends a script the guard does not know (another asynq
+// version), no insert takes its rules' windows: the Producer reserves them
+// after the insert and stops folding, so the rules still hold.
+func TestUnguardedInsertStillTakesTheWindows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	p := NewProducer(rdb, nil, ProducerOptions{})
+	if p.folded.Load() == nil {
+		t.Fatal("a Producer on a RedisStore of its own client does not fold its rules")
+	}
+	p.client.Close()
+	p.client = asynq.NewClientFromRedisClient(rdb) // not guardEnqueues: asynq's plain script
+	type charge struct {
+		ID string `json:"id"`
+	}
+	rate, _ := NewKey("rate", "acct")
+	kind := Define(Spec[charge]{Type: "unguarded:charge", ID: func(c charge) string { return c.ID },
+		Rules: func(charge) ([]*Rule, error) { return []*Rule{{Key: rate, Window: time.Minute}}, nil }})
+	if out, err := p.Enqueue(ctx, kind.Job(charge{"a"})); err != nil || out.Decision != Enqueued {
+		t.Fatalf("first: %+v %v", out, err)
+	}
+	if p.folded.Load() != nil {
+		t.Error("the Producer still folds after an unguarded insert")
+	}
+	if out, err := p.Enqueue(ctx, kind.Job(charge{"b"})); err != nil || out.Decision != Throttled {
+		t.Fatalf("second on the same rule: %+v %v; want throttled", out, err)
+	}
+}
