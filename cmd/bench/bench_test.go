@@ -112,13 +112,10 @@ func TestSmoke(t *testing.T) {
 				if r.ops != 2*200 {
 					t.Errorf("%s %s: %d jobs, want 2 rounds of 200", g.Name, r.Side, r.ops)
 				}
-			case strings.HasPrefix(g.Name, "enqueue") && (r.Side == enqDefault || r.Side == enqPlainID || r.Side == enqPlainHdr):
+			case strings.HasPrefix(g.Name, "enqueue") && (r.Side == enqDefault || r.Side == enqPlainID || r.Side == enqPlainHdr ||
+				r.Side == enqWindow || r.Side == enqRate): // a rule is taken in the insert's script
 				if r.trips != r.ops {
 					t.Errorf("%s %s: %d round trips for %d enqueues, want exactly 1 each", g.Name, r.Side, r.trips, r.ops)
-				}
-			case strings.HasPrefix(g.Name, "enqueue") && (r.Side == enqWindow || r.Side == enqRate):
-				if r.trips != 2*r.ops {
-					t.Errorf("%s %s: %d round trips for %d enqueues, want 2 each", g.Name, r.Side, r.trips, r.ops)
 				}
 			}
 		}
