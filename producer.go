@@ -166,7 +166,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		if guard != nil {
 			found = guard.Found
 		}
-		if fold {
+		if fold && guard != nil { // nil: the replace could not be guarded
 			if t := guard.Throttled; t != nil { // a window refused it, in the insert's step
 				r := j.Rules[t.rule]
 				folded.observe(ctx, opReserve, r.Key, outcomeThrottled, 0, storerule.ReasonThrottled(t.Holder, t.RetryAfter))
