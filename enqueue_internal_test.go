@@ -39,3 +39,34 @@ func TestUnguardedInsertStillTakesTheWindows(t *testing.T) {
 		t.Fatalf("second on the same rule: %+v %v; want throttled", out, err)
 	}
 }
+
+// The same when the unguarded insert meets a task it would replace (one
+// archived): the replace cannot run unguarded, so the insert returns no
+// guard, and the job is answered as it is without rules (a duplicate of
+// the archived task), not with a panic.
+func TestUnguardedReplaceWithRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	p := NewProducer(rdb, nil, ProducerOptions{})
+	p.client.Close()
+	p.client = asynq.NewClientFromRedisClient(rdb)
+	type charge struct {
+		ID string `json:"id"`
+	}
+	rate, _ := NewKey("rate", "acct-r")
+	kind := Define(Spec[charge]{Type: "unguarded:replace", ID: func(c charge) string { return c.ID },
+		Rules: func(charge) ([]*Rule, error) { return []*Rule{{Key: rate, Window: time.Minute}}, nil }})
+	j := kind.Job(charge{"a"})
+	if _, err := p.client.EnqueueContext(ctx, j.Task, asynq.TaskID(j.Key.TaskID())); err != nil {
+		t.Fatal(err)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	t.Cleanup(func() { insp.Close() })
+	if err := insp.ArchiveTask("default", j.Key.TaskID()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := p.Enqueue(ctx, j); err != nil || out.Decision != Duplicate || out.State != StatusArchived {
+		t.Fatalf("an archived task met unguarded: %+v %v; want a duplicate of the archived task", out, err)
+	}
+}
