@@ -6,9 +6,32 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/internal/redistest"
 )
+
+type charge struct {
+	ID string `json:"id"`
+}
+
+// unguarded is a Producer whose client sends asynq's plain scripts (not
+// guardEnqueues), as under an asynq version the guard does not know, and
+// a kind of typ whose jobs share one rate rule.
+func unguarded(t *testing.T, typ string) (*Producer, *Typed[charge], redis.UniversalClient) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	p := NewProducer(rdb, nil, ProducerOptions{})
+	if p.folded.Load() == nil {
+		t.Fatal("a Producer on a RedisStore of its own client does not fold its rules")
+	}
+	p.client.Close()
+	p.client = asynq.NewClientFromRedisClient(rdb)
+	rate, _ := NewKey("rate", typ)
+	kind := Define(Spec[charge]{Type: typ, ID: func(c charge) string { return c.ID },
+		Rules: func(charge) ([]*Rule, error) { return []*Rule{{Key: rate, Window: time.Minute}}, nil }})
+	return p, kind, rdb
+}
 
 // When asynq sends a script the guard does not know (another asynq
 // version), no insert takes its rules' windows: the Producer reserves them
@@ -16,19 +39,7 @@ import (
 func TestUnguardedInsertStillTakesTheWindows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	p := NewProducer(rdb, nil, ProducerOptions{})
-	if p.folded.Load() == nil {
-		t.Fatal("a Producer on a RedisStore of its own client does not fold its rules")
-	}
-	p.client.Close()
-	p.client = asynq.NewClientFromRedisClient(rdb) // not guardEnqueues: asynq's plain script
-	type charge struct {
-		ID string `json:"id"`
-	}
-	rate, _ := NewKey("rate", "acct")
-	kind := Define(Spec[charge]{Type: "unguarded:charge", ID: func(c charge) string { return c.ID },
-		Rules: func(charge) ([]*Rule, error) { return []*Rule{{Key: rate, Window: time.Minute}}, nil }})
+	p, kind, _ := unguarded(t, "unguarded:charge")
 	if out, err := p.Enqueue(ctx, kind.Job(charge{"a"})); err != nil || out.Decision != Enqueued {
 		t.Fatalf("first: %+v %v", out, err)
 	}
@@ -47,16 +58,7 @@ func TestUnguardedInsertStillTakesTheWindows(t *testing.T) {
 func TestUnguardedReplaceWithRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	p := NewProducer(rdb, nil, ProducerOptions{})
-	p.client.Close()
-	p.client = asynq.NewClientFromRedisClient(rdb)
-	type charge struct {
-		ID string `json:"id"`
-	}
-	rate, _ := NewKey("rate", "acct-r")
-	kind := Define(Spec[charge]{Type: "unguarded:replace", ID: func(c charge) string { return c.ID },
-		Rules: func(charge) ([]*Rule, error) { return []*Rule{{Key: rate, Window: time.Minute}}, nil }})
+	p, kind, rdb := unguarded(t, "unguarded:replace")
 	j := kind.Job(charge{"a"})
 	if _, err := p.client.EnqueueContext(ctx, j.Task, asynq.TaskID(j.Key.TaskID())); err != nil {
 		t.Fatal(err)

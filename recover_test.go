@@ -262,14 +262,7 @@ func TestServerTimesEachClaimsAbsence(t *testing.T) {
 			t.Fatalf("claim %s: %+v %v", k, c, err)
 		}
 	}
-	state := func(k Key) Status {
-		t.Helper()
-		r, err := srv.store.Status(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.State
-	}
+	state := func(k Key) Status { t.Helper(); return recordState(t, srv, k) }
 	gone, t0 := map[string]time.Time{}, time.Now()
 	claim(old)
 	if err := srv.recoverOnce(gone, at0(t0)); err != nil || state(old) != StatusRunning {
@@ -283,6 +276,16 @@ func TestServerTimesEachClaimsAbsence(t *testing.T) {
 	if err := srv.recoverOnce(gone, at0(t0.Add(2*time.Minute))); err != nil || state(late) != StatusFailed {
 		t.Fatalf("a TTL after the late claim was seen: %v, record %s; want it released", err, state(late))
 	}
+}
+
+// recordState is the state of k's record on srv's store.
+func recordState(t *testing.T, srv *Server, k Key) Status {
+	t.Helper()
+	r, err := srv.store.Status(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.State
 }
 
 // hangActive enqueues a task for each key and returns once a plain asynq
@@ -351,14 +354,7 @@ func TestServerRecoversALapsedClaimOfALiveOwner(t *testing.T) {
 	setLease := func(k Key, lease time.Time) {
 		rdb.ZAdd(ctx, "asynq:{default}:lease", redis.Z{Score: float64(lease.Unix()), Member: k.TaskID()})
 	}
-	state := func(k Key) Status {
-		t.Helper()
-		r, err := srv.store.Status(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.State
-	}
+	state := func(k Key) Status { t.Helper(); return recordState(t, srv, k) }
 	old := time.Now().Add(-time.Minute) // asynq's lease over by more than its 30 s margin
 	dequeue(held, old)
 	dequeue(lapsed, time.Now().Add(30*time.Second))
@@ -383,33 +379,28 @@ func TestServerRecoversALapsedClaimOfALiveOwner(t *testing.T) {
 	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	t.Cleanup(func() { insp.Close() })
-	taskState := func(k Key) asynq.TaskState {
+	// expect checks k's record and task after a look.
+	expect := func(k Key, rec Status, task asynq.TaskState, why string) {
 		t.Helper()
 		info, err := insp.GetTaskInfo("default", k.TaskID())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return info.State
+		if got := state(k); got != rec || info.State != task {
+			t.Errorf("%s: record %s, task %v; want %s, %v", why, got, info.State, rec, task)
+		}
 	}
 
 	gone := map[string]time.Time{}
 	if err := srv.recoverOnce(gone, time.Now); err != nil {
 		t.Fatal(err)
 	}
-	if state(held) != StatusRunning || taskState(held) != asynq.TaskStateActive {
-		t.Errorf("claim's lease live, asynq's over: record %s, task %v; want it left alone", state(held), taskState(held))
-	}
-	if state(lapsed) != StatusRunning || taskState(lapsed) != asynq.TaskStateActive {
-		t.Errorf("claim's lease over, asynq's live: record %s, task %v; want it left alone", state(lapsed), taskState(lapsed))
-	}
+	expect(held, StatusRunning, asynq.TaskStateActive, "claim's lease live, asynq's over: left alone")
+	expect(lapsed, StatusRunning, asynq.TaskStateActive, "claim's lease over, asynq's live: left alone")
 	setLease(lapsed, old)
 	if err := srv.recoverOnce(gone, time.Now); err != nil {
 		t.Fatal(err)
 	}
-	if state(lapsed) != StatusFailed || taskState(lapsed) != asynq.TaskStatePending {
-		t.Errorf("both leases over: record %s, task %v; want the claim released and the task pending", state(lapsed), taskState(lapsed))
-	}
-	if state(held) != StatusRunning || taskState(held) != asynq.TaskStateActive {
-		t.Errorf("the held claim: record %s, task %v; want it left alone", state(held), taskState(held))
-	}
+	expect(lapsed, StatusFailed, asynq.TaskStatePending, "both leases over: the claim released, the task pending")
+	expect(held, StatusRunning, asynq.TaskStateActive, "the held claim: left alone")
 }
