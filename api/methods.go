@@ -89,10 +89,12 @@ func (p *problemWriter) finish() {
 // Unwrap lets http.ResponseController reach the connection (flush, deadlines).
 func (p *problemWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
-// Flush keeps streaming handlers (none today) working through the wrapper.
+// Flush sends what was written (a response going out before its handler's
+// last writes: httpidem.Guard.Send) through the wrappers below, unless an
+// error is being rewritten.
 func (p *problemWriter) Flush() {
-	if f, ok := p.ResponseWriter.(http.Flusher); ok && p.status == 0 {
-		f.Flush()
+	if p.status == 0 {
+		http.NewResponseController(p.ResponseWriter).Flush()
 	}
 }
 
