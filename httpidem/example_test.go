@@ -1,6 +1,7 @@
 package httpidem_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,9 @@ func ExampleGuard_Middleware() {
 			charges++
 			fmt.Fprintf(w, "charge %d\n", charges)
 		})))
+	// Responses go out before they are stored: once the server is shut
+	// down, Drain waits for those writes.
+	defer guard.Drain(context.Background())
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

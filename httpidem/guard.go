@@ -7,8 +7,15 @@
 // another request is a 422. Other answers (429, 5xx) are not stored and
 // leave nothing behind, so a retry runs at once.
 //
-// Middleware wraps a handler of one's own; `producer serve` calls Guard.Do
-// for its routes, where "the same request" is the decoded job.
+// A fresh 2xx goes out before it is stored (Guard.Send): the store's write
+// overlaps the response, and the connection serves the client's next
+// request meanwhile. Until the write lands, a retry reaching this process
+// is replayed from memory and one reaching another replica waits up to
+// Options.InFlightWait for it. Call Guard.Drain once the http.Server has
+// shut down, before the process exits.
+//
+// Middleware wraps a handler of one's own; `producer serve` calls
+// Guard.Send for its routes, where "the same request" is the decoded job.
 package httpidem
 
 import (
@@ -19,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/onceq/onceq"
@@ -48,6 +56,13 @@ type Options struct {
 	// Timeout bounds storing a response after the handler returned, even
 	// when the request's context has ended. Default: 5s.
 	Timeout time.Duration
+	// InFlightWait is how long a request that meets another in flight
+	// under its key waits for that one's answer before it is told 409: the
+	// first request's response goes out while its replay is being stored
+	// (Send), and a retry reaching another replica in that moment gets the
+	// replay a moment later instead of a 409. Negative: no wait. Default:
+	// 100ms.
+	InFlightWait time.Duration
 	// ReplayCacheTTL is how long a process answers a replay from memory
 	// once it has stored or replayed the response; keep it below the
 	// store's DoneTTL. Negative disables the cache. Default: 30s.
@@ -68,6 +83,7 @@ type Guard struct {
 	opts    Options
 	claims  *claims
 	replays *replayCache
+	tails   sync.WaitGroup // storing responses already sent (Send)
 }
 
 // New returns a Guard on store.
@@ -83,6 +99,9 @@ func New(store onceq.Store, o Options) (*Guard, error) {
 	}
 	if o.ReplayCacheTTL == 0 {
 		o.ReplayCacheTTL = 30 * time.Second
+	}
+	if o.InFlightWait == 0 {
+		o.InFlightWait = 100 * time.Millisecond
 	}
 	if o.Lease < time.Millisecond || o.Timeout < 0 {
 		return nil, errors.New("httpidem: Lease and Timeout must be positive")
@@ -130,65 +149,138 @@ func scopedID(scope, key string) string {
 // removed. A stored response is recorded even when ctx has ended: the work
 // is done.
 func (g *Guard) Do(ctx context.Context, scope, key, fp string, do func(context.Context) Response) Response {
+	resp, _ := g.Send(ctx, scope, key, fp, do, nil)
+	return resp
+}
+
+// Send is Do for a handler that answers as soon as it can: a fresh 2xx
+// that is to be stored goes to send first, so that storing it overlaps the
+// response's way to the client, one store round trip off the request's
+// latency. Send returns once it is sent, with sent true, and stores it in
+// the background (Drain waits for that); every other answer is returned
+// unsent. From send on, this process answers a retry from memory, and
+// another replica's retry waits up to InFlightWait for the stored replay.
+// A nil send is Do.
+func (g *Guard) Send(ctx context.Context, scope, key, fp string, do func(context.Context) Response, send func(Response)) (resp Response, sent bool) {
 	if key == "" {
-		return do(ctx)
+		return do(ctx), false
 	}
 	k := ReplayKey(scope, key)
 	claimed := time.Now()
 	if resp, ok := g.replays.get(k, fp, claimed); ok {
 		g.decide(ctx, k, "duplicate", "response replayed")
-		return resp
+		return resp, false
 	}
-	c, err := g.claim(ctx, k, fp)
+	c, err := g.claimWaiting(ctx, k, fp)
 	if err != nil {
 		g.decide(ctx, k, "error", err.Error())
 		return problem(http.StatusServiceUnavailable, kindUnavailable, "Service unavailable", key, 1,
-			"the idempotency store did not answer: nothing was done; retry with the same Idempotency-Key")
+			"the idempotency store did not answer: nothing was done; retry with the same Idempotency-Key"), false
 	}
 	switch c.Outcome {
 	case onceq.Duplicate:
 		var stored Response
 		if err := json.Unmarshal(c.Result, &stored); err != nil || stored.Status == 0 {
 			g.opts.OnError(ctx, "stored response unreadable", k, err)
-			return problem(http.StatusInternalServerError, kindInternal, "Internal error", "", 0, "the stored response cannot be replayed")
+			return problem(http.StatusInternalServerError, kindInternal, "Internal error", "", 0, "the stored response cannot be replayed"), false
 		}
 		g.replays.put(k, fp, stored, claimed)
 		g.decide(ctx, k, "duplicate", "response replayed")
-		return replayed(stored)
+		return replayed(stored), false
 	case onceq.InProgress:
 		g.decide(ctx, k, "in_progress", "a request with this key is in flight")
 		return problem(http.StatusConflict, kindInFlight, "A request with this Idempotency-Key is in progress", key,
 			Seconds(time.Until(c.LeaseUntil)),
-			"the first request with this Idempotency-Key has not finished; retry after the given seconds, when its claim ends at the latest")
+			"the first request with this Idempotency-Key has not finished; retry after the given seconds, when its claim ends at the latest"), false
 	case onceq.Conflict:
 		g.decide(ctx, k, "mismatch", "another request body under the same key")
 		return problem(http.StatusUnprocessableEntity, kindMismatch, "Idempotency-Key reused with another request", key, 0,
-			"this Idempotency-Key was used with another request body; use a new key for a new request")
+			"this Idempotency-Key was used with another request body; use a new key for a new request"), false
 	}
 	g.decide(ctx, k, "claimed", "")
-	defer g.claims.drop(c.Hold) // even if do panics
-
-	resp := do(ctx)
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
-	defer cancel()
-	if resp.Status >= 200 && resp.Status < 300 && !resp.NoReplay {
-		b, err := json.Marshal(resp)
-		if err == nil {
-			err = g.store.Complete(bg, c.Hold, b, 0)
+	handedOff := false
+	defer func() { // even if do panics
+		if !handedOff {
+			g.claims.drop(c.Hold)
 		}
-		if err == nil {
+	}()
+
+	resp = do(ctx)
+	if resp.Status < 200 || resp.Status >= 300 || resp.NoReplay {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
+		defer cancel()
+		g.unclaim(bg, c.Hold, claimed, fmt.Sprintf("status %d", resp.Status))
+		return resp, false
+	}
+	b, err := json.Marshal(resp)
+	if err != nil { // a Response always marshals
+		g.claims.doubt(k)
+		g.opts.OnError(ctx, "storing the response for replay failed", k, err)
+		return resp, false
+	}
+	if send == nil {
+		if g.complete(ctx, c.Hold, b) {
 			g.replays.put(k, fp, resp, claimed)
 		}
-		if err != nil {
-			// The client still gets its answer; a retry after the lease
-			// runs again.
-			g.claims.doubt(k)
-			g.opts.OnError(ctx, "storing the response for replay failed", k, err)
-		}
-		return resp
+		return resp, false
 	}
-	g.unclaim(bg, c.Hold, claimed, fmt.Sprintf("status %d", resp.Status))
-	return resp
+	// The response is this key's answer from now: a retry here is replayed
+	// it, even while (or if) storing it fails. The handler returns at once,
+	// and its connection serves the client's next request meanwhile.
+	g.replays.put(k, fp, resp, claimed)
+	send(resp)
+	handedOff = true
+	g.tails.Go(func() {
+		defer g.claims.drop(c.Hold)
+		g.complete(ctx, c.Hold, b)
+	})
+	return resp, true
+}
+
+// complete stores the response b under h, even when ctx has ended: the
+// work is done. On failure the client still has its answer; a retry after
+// the lease runs again (or at once here: the key is in doubt).
+func (g *Guard) complete(ctx context.Context, h onceq.Hold, b []byte) bool {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
+	defer cancel()
+	if err := g.store.Complete(bg, h, b, 0); err != nil {
+		g.claims.doubt(h.Key)
+		g.opts.OnError(ctx, "storing the response for replay failed", h.Key, err)
+		return false
+	}
+	return true
+}
+
+// Drain waits until every response sent ahead of its storing (Send) is
+// stored, or ctx ends. Call it once the http.Server has shut down, before
+// the process exits: a response not yet stored would leave its key
+// answered 409 for the claim's lease.
+func (g *Guard) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { g.tails.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// claimWaiting is claim that, meeting another request in flight, waits up
+// to InFlightWait for its answer: the first request's response may be on
+// its way while its replay is being stored (Send).
+func (g *Guard) claimWaiting(ctx context.Context, k onceq.Key, fp string) (onceq.Claim, error) {
+	c, err := g.claim(ctx, k, fp)
+	deadline := time.Now().Add(g.opts.InFlightWait)
+	for pause := 2 * time.Millisecond; err == nil && c.Outcome == onceq.InProgress && time.Now().Add(pause).Before(deadline); pause *= 2 {
+		select {
+		case <-ctx.Done():
+			return c, nil
+		case <-time.After(pause):
+		}
+		c, err = g.claim(ctx, k, fp)
+	}
+	return c, err
 }
 
 func (g *Guard) decide(ctx context.Context, k onceq.Key, o string, reason string) {

@@ -30,7 +30,8 @@ type MiddlewareOptions struct {
 // Middleware wraps a handler so that each request with an Idempotency-Key
 // runs at most once (see Do). Requests are the same when method, path and
 // body bytes are. The handler's response is buffered whole, then written,
-// and stored when it is a 2xx: mount it on routes whose answers are small
+// and stored when it is a 2xx (the store's write overlaps the response
+// going out: Send): mount it on routes whose answers are small
 // and whose effects must not repeat (a POST that charges, sends, creates).
 func (g *Guard) Middleware(o MiddlewareOptions) func(http.Handler) http.Handler {
 	if o.MaxBodyBytes <= 0 {
@@ -72,13 +73,16 @@ func (g *Guard) Middleware(o MiddlewareOptions) func(http.Handler) http.Handler 
 			h.Write(body)
 			fp := hex.EncodeToString(h.Sum(nil))
 			route := scope + "/" + r.Method + " " + r.URL.Path
-			g.Do(r.Context(), route, key, fp, func(ctx context.Context) Response {
+			resp, sent := g.Send(r.Context(), route, key, fp, func(ctx context.Context) Response {
 				rec := &recorder{header: http.Header{}}
 				r2 := r.WithContext(ctx)
 				r2.Body = io.NopCloser(bytes.NewReader(body))
 				next.ServeHTTP(rec, r2)
 				return rec.response()
-			}).Write(w)
+			}, func(resp Response) { resp.Flush(w) })
+			if !sent {
+				resp.Write(w)
+			}
 		})
 	}
 }

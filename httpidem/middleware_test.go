@@ -1,6 +1,7 @@
 package httpidem_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,7 @@ func serve(t *testing.T, o httpidem.MiddlewareOptions, h http.HandlerFunc) strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { g.Drain(context.Background()) }) // after the server, before Redis
 	srv := httptest.NewServer(g.Middleware(o)(h))
 	t.Cleanup(srv.Close)
 	return srv.URL

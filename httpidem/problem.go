@@ -46,6 +46,14 @@ func (resp Response) Write(w http.ResponseWriter) {
 	w.Write([]byte(resp.Body))
 }
 
+// Flush writes resp to w and sends it to the client at once, before the
+// handler returns (Guard.Send). Its Content-Length lets the client read it
+// whole without waiting for the handler's end.
+func (resp Response) Flush(w http.ResponseWriter) {
+	resp.Write(w)
+	http.NewResponseController(w).Flush() // a writer that cannot flush sends it at the end
+}
+
 // ProblemResponse is p as an application/problem+json response, with
 // Retry-After when p has one.
 func ProblemResponse(p Problem) Response {
