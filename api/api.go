@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -204,18 +205,40 @@ func (o Options) sources() (map[string]sourceVerifier, error) {
 
 // server holds what the handlers share.
 type server struct {
-	opts    Options
-	sources map[string]sourceVerifier
-	budget  *budget
-	creds   []credential
-	guard   *httpidem.Guard
-	unsure  unsure
+	opts     Options
+	sources  map[string]sourceVerifier
+	budget   *budget
+	creds    []credential
+	guard    *httpidem.Guard
+	unsure   unsure
+	settling settling
+	tails    sync.WaitGroup // owner writes of answers already sent
+}
+
+// Handler is the API's handler for the whole server. A fresh answer goes
+// out before its last writes (the replay record, the job's owner) land:
+// call Drain once the http.Server has shut down.
+type Handler struct {
+	http.Handler
+	s *server
+}
+
+// Drain waits for the writes of answers already sent, or until ctx ends.
+func (h *Handler) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.s.tails.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.s.guard.Drain(ctx)
 }
 
 // New returns the API's handler for the whole server: routes under /v1/,
 // and a 404 problem for every other path. Mount it at "/" (more specific
 // patterns, such as /metrics, may sit beside it).
-func New(o Options) (http.Handler, error) {
+func New(o Options) (*Handler, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -253,7 +276,7 @@ func New(o Options) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem(http.StatusNotFound, probNotFound, "no route "+r.Method+" "+r.URL.Path).write(w)
 	})
-	return s.base(mux), nil
+	return &Handler{Handler: s.base(mux), s: s}, nil
 }
 
 // base sets what every response carries, turns a panic into a 500

@@ -71,6 +71,14 @@
 // collide. GET /v1/jobs shows a job only to the client that enqueued it, or
 // to a read-all client (an operator); to anyone else it is a 404.
 //
+// A first request makes two Redis round trips before its answer: the
+// claim, then the enqueue with its rate rules. The answer goes out while
+// the replay record and the job's owner record are written (Handler.Drain
+// waits for them at shutdown); this process reads its own writes (a retry
+// is replayed from memory, GET /v1/jobs waits for the owner record), and
+// another replica, for that one round trip, may answer a retry after a
+// short wait and GET /v1/jobs with a 404.
+//
 // # Responses
 //
 //	202 {"decision":"enqueued","key","task_id","queue","state"}

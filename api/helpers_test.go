@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +23,12 @@ import (
 	"github.com/onceq/onceq/tasks"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(latencyClientEnv); spec != "" {
+		os.Exit(latencyClient(spec)) // BenchmarkPaymentLatency's client process
+	}
+	os.Exit(redistest.Main(m))
+}
 
 const (
 	token  = "test-token"
@@ -37,6 +43,7 @@ type env struct {
 	jobs    *onceq.RedisStore // the producer's and workers' records
 	replays *onceq.RedisStore // the API's HTTP replay records
 	insp    *asynq.Inspector
+	h       *api.Handler
 	srv     *httptest.Server
 
 	mu        sync.Mutex
@@ -84,6 +91,10 @@ func newEnvOn(t testing.TB, rdb redis.UniversalClient, mods ...func(*api.Options
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.h = h
+	// After the server closes, before Redis does: answers already sent
+	// finish their writes.
+	t.Cleanup(func() { h.Drain(context.Background()) })
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -111,12 +122,22 @@ func (e *env) do(r req) reply {
 // doT is do for subtests, which must fail themselves, not their parent.
 func (e *env) doT(t testing.TB, r req) reply {
 	t.Helper()
+	rep, err := e.try(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// try is do that returns its error, for goroutines (which must not fail
+// the test themselves).
+func (e *env) try(r req) (reply, error) {
 	if r.method == "" {
 		r.method = http.MethodPost
 	}
 	hr, err := http.NewRequest(r.method, e.srv.URL+r.path, strings.NewReader(r.body))
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+token)
@@ -129,14 +150,14 @@ func (e *env) doT(t testing.TB, r req) reply {
 	}
 	resp, err := e.srv.Client().Do(hr)
 	if err != nil {
-		t.Fatalf("%s %s: %v", r.method, r.path, err)
+		return reply{}, fmt.Errorf("%s %s: %v", r.method, r.path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
-	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }
 
 // post sends body to path with an optional Idempotency-Key.

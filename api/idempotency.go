@@ -38,18 +38,20 @@ func fingerprint(method, route, jobKey, jobFingerprint string) string {
 }
 
 // once runs do at most once per (principal, route, key) while the replay
-// store keeps the record (httpidem.Guard.Do): a completed request's
+// store keeps the record (httpidem.Guard.Send): a completed request's
 // response is replayed, a request in flight is a 409, another request under
-// the same key a 422. Only 2xx responses are stored. Without a key, do
-// simply runs.
-func (s *server) once(ctx context.Context, route, key, fp string, do func(context.Context) response) response {
+// the same key a 422. Only 2xx responses are stored; a fresh one goes to
+// send (when not nil) before it is stored, and sent says so. Without a
+// key, do simply runs.
+func (s *server) once(ctx context.Context, route, key, fp string, do func(context.Context) response,
+	send func(httpidem.Response)) (out response, sent bool) {
 	var fresh response
-	stored := s.guard.Do(ctx, principal(ctx)+"/"+route, key, fp, func(ctx context.Context) httpidem.Response {
+	stored, sent := s.guard.Send(ctx, principal(ctx)+"/"+route, key, fp, func(ctx context.Context) httpidem.Response {
 		fresh = do(ctx)
 		return fresh.Response
-	})
+	}, send)
 	if fresh.Status == 0 { // answered from the record, or refused
-		return response{Response: stored}
+		return response{Response: stored}, sent
 	}
-	return fresh
+	return fresh, sent
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/httpidem"
 )
 
 // build turns a request body into its Job through the catalog, the one
@@ -74,13 +75,28 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key s
 	// The job's fingerprint is taken from the decoded, validated payload
 	// (volatile fields left out), so equal meaning is the same request
 	// whatever the key order or spacing of the body.
-	out := s.once(ctx, name, key, fingerprint(r.Method, name, j.Key.String(), j.Fingerprint), func(ctx context.Context) response {
+	// A fresh answer goes out before its replay is stored and the job's
+	// owner recorded: both writes overlap the response, two round trips
+	// for a first request instead of three (Handler.Drain waits for them).
+	// Unless Prefer: wait holds it back.
+	wait := preferWait(r)
+	var send func(httpidem.Response)
+	if wait == 0 {
+		send = func(resp httpidem.Response) { resp.Flush(w) }
+	}
+	out, sent := s.once(ctx, name, key, fingerprint(r.Method, name, j.Key.String(), j.Fingerprint), func(ctx context.Context) response {
 		return s.enqueue(ctx, j)
-	})
+	}, send)
+	if sent {
+		if out.settle != nil {
+			s.tails.Go(out.settle) // the connection serves the client's next request meanwhile
+		}
+		return
+	}
 	if out.settle != nil {
 		out.settle()
 	}
-	if wait := preferWait(r); wait > 0 && out.accepted != nil && out.accepted.State != onceq.StatusDone {
+	if wait > 0 && out.accepted != nil && out.accepted.State != onceq.StatusDone {
 		out = s.wait(r.Context(), j, out, wait)
 	}
 	out.write(w)
@@ -168,15 +184,21 @@ func (s *server) enqueue(ctx context.Context, j onceq.Job) response {
 	var resp response
 	switch out.Decision {
 	case onceq.Enqueued:
-		// The owner write overlaps the replay record's: one round trip
-		// less. It ends before the client hears of the job. Should it fail,
-		// the job is enqueued and replays stay right; only GET /v1/jobs
-		// then shows the job to no one.
-		owned := make(chan error, 1)
-		go func() { owned <- s.setOwner(ctx, j.Key, principal(ctx)) }()
+		// The owner write overlaps the response and the replay record's
+		// write. Until it lands, GET /v1/jobs on this process waits for it
+		// (settling). Should it fail, the job is enqueued and replays stay
+		// right; only GET /v1/jobs then shows the job to no one.
+		owned, settled := make(chan error, 1), s.settling.add(j.Key)
+		go func() {
+			// Past the handler's return: its ctx is cancelled then.
+			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+			defer cancel()
+			owned <- s.setOwner(bg, j.Key, principal(ctx))
+		}()
 		resp = jsonResponse(http.StatusAccepted, a)
 		resp.accepted = &a
 		resp.settle = func() {
+			defer settled()
 			if err := <-owned; err != nil {
 				s.opts.Log.Warn("api: recording the job's owner failed", zap.String("key", j.Key.String()), zap.Error(err))
 			}

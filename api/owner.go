@@ -28,6 +28,7 @@ func (s *server) setOwner(ctx context.Context, k onceq.Key, p string) error {
 // p's own enqueue of it here ended with its outcome unknown: that enqueue
 // may have made the job, so p takes the empty ownership (SET NX).
 func (s *server) owns(ctx context.Context, k onceq.Key, p string) (bool, error) {
+	s.settling.wait(ctx, k) // a job just answered 202 here may still be getting its record
 	got, err := s.opts.Redis.Get(ctx, ownerKey(k)).Result()
 	if errors.Is(err, redis.Nil) {
 		if !s.unsure.has(p, k) {
@@ -82,4 +83,47 @@ func (u *unsure) has(p string, k onceq.Key) bool {
 	defer u.mu.Unlock()
 	_, ok := u.m[unsureKey{p, k}]
 	return ok
+}
+
+// settling holds, per process, the jobs whose owner record is still being
+// written after their 202 went out, so that this process reads its own
+// writes (owns). For that moment, one Redis round trip, another replica
+// sees the job as no one's: a GET there is a 404, a repeat the foreign
+// answer.
+type settling struct {
+	mu sync.Mutex
+	m  map[onceq.Key]chan struct{}
+}
+
+// add marks k settling; the returned func ends it.
+func (s *settling) add(k onceq.Key) func() {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[onceq.Key]chan struct{}{}
+	}
+	s.m[k] = ch
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.m[k] == ch {
+			delete(s.m, k)
+		}
+		s.mu.Unlock()
+		close(ch)
+	}
+}
+
+// wait returns once k is not settling, or ctx ends.
+func (s *settling) wait(ctx context.Context, k onceq.Key) {
+	s.mu.Lock()
+	ch := s.m[k]
+	s.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }

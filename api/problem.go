@@ -44,8 +44,8 @@ type kind struct{ slug, title string }
 // stored for replay) and what the handler still needs of it.
 type response struct {
 	httpidem.Response
-	// settle, if set, waits for work that must end before the response is
-	// written but may overlap storing it for replay. Never stored.
+	// settle, if set, waits for work that overlaps the response going out
+	// and storing it for replay (the job's owner record). Never stored.
 	settle func()
 	// accepted is the job a fresh 202 or 200 is about, which the caller may
 	// read (Prefer: wait waits for it). Never stored: a replay has none.

@@ -125,6 +125,9 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	if err != nil {
 		return err
 	}
+	// Registered before the http server, so it runs after its shutdown:
+	// the writes of answers already sent land before the process exits.
+	d.OnStop("api writes", handler.Drain)
 	guard, err := api.Authorizer(opts)
 	if err != nil {
 		return err
