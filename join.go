@@ -349,9 +349,15 @@ func (j *joiner) record(p *parked, err error) {
 
 // recordAlone records a completion that no acknowledgement carried, trying
 // while its lease lasts (the hold stays tracked, so heartbeats extend it).
+// After a joined acknowledgement's error the script may have run, its
+// reply lost: then the record is done already, by this hold.
 func (j *joiner) recordAlone(p *parked) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.m.opts.Lease)
 	defer cancel()
+	if j.m.recorded(ctx, p.h) {
+		j.record(p, nil)
+		return
+	}
 	j.record(p, j.m.complete(ctx, p.h, p.result, p.ttl))
 }
 

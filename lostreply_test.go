@@ -2,8 +2,11 @@ package onceq_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,6 +130,19 @@ func TestLostClaimReplyRetakenBySameDelivery(t *testing.T) {
 	}
 }
 
+// droppingClient is a client to srv through a replyDropper: no retries,
+// and a lost reply is an error after 300 ms.
+func droppingClient(t *testing.T, srv *redistest.Server) (*replyDropper, *redis.Client) {
+	t.Helper()
+	proxy := newReplyDropper(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return proxy, rdb
+}
+
 // dropFirstClaimReply swallows the reply to the first SET the client sends.
 type dropFirstClaimReply struct {
 	proxy *replyDropper
@@ -158,33 +174,13 @@ func (d *dropFirstClaimReply) ProcessPipelineHook(next redis.ProcessPipelineHook
 func TestMiddlewareRetakesLostClaim(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	proxy := newReplyDropper(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
-	t.Cleanup(func() { rdb.Close() })
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	proxy, rdb := droppingClient(t, srv)
 	rdb.AddHook(&dropFirstClaimReply{proxy: proxy})
 	s, rec := newStore(t, rdb, onceq.StoreOptions{})
 	m := newMiddleware(t, s, onceq.MiddlewareOptions{Lease: time.Minute})
 
-	asynqRDB := srv.Client(t)
-	if _, err := asynq.NewClientFromRedisClient(asynqRDB).Enqueue(asynq.NewTask("payment:charge", []byte(`{"id":"lost-1"}`))); err != nil {
-		t.Fatal(err)
-	}
-	aq := asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
-		Concurrency: 2, LogLevel: asynq.FatalLevel, TaskCheckInterval: 10 * time.Millisecond,
-		DelayedTaskCheckInterval: 10 * time.Millisecond, IsFailure: onceq.IsFailure,
-		RetryDelayFunc: onceq.RetryDelay(func(int, error, *asynq.Task) time.Duration { return 10 * time.Millisecond }),
-	})
 	var e effect
-	mux := asynq.NewServeMux()
-	mux.Use(m.Wrap)
-	mux.Handle("payment:charge", e.handler("charged"))
-	if err := aq.Start(mux); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(aq.Shutdown)
+	runPayment(t, srv, m, "lost-1", e.handler("charged"))
 	waitFor(t, func() bool { return e.n.Load() == 1 })
 	r, err := s.Status(context.Background(), onceq.Key{Namespace: "payment:charge", ID: "lost-1"})
 	if err != nil || r.State != onceq.StatusRunning && r.State != onceq.StatusDone || rec.Count("error") != 1 {
@@ -192,5 +188,158 @@ func TestMiddlewareRetakesLostClaim(t *testing.T) {
 	}
 	if rec.Count("in_progress") != 0 {
 		t.Fatal("the retry of the same task waited on its own lost claim")
+	}
+}
+
+// runPayment enqueues payment id straight on srv and works it with h
+// behind m, retrying at once; it returns the task's id.
+func runPayment(t *testing.T, srv *redistest.Server, m *onceq.Middleware, id string, h asynq.Handler) string {
+	t.Helper()
+	asynqRDB := srv.Client(t)
+	info, err := asynq.NewClientFromRedisClient(asynqRDB).Enqueue(asynq.NewTask("payment:charge", []byte(`{"id":"`+id+`"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aq := asynq.NewServerFromRedisClient(asynqRDB, asynq.Config{
+		Concurrency: 2, LogLevel: asynq.FatalLevel, TaskCheckInterval: 10 * time.Millisecond,
+		DelayedTaskCheckInterval: 10 * time.Millisecond, IsFailure: onceq.IsFailure,
+		RetryDelayFunc: onceq.RetryDelay(func(int, error, *asynq.Task) time.Duration { return 10 * time.Millisecond }),
+	})
+	mux := asynq.NewServeMux()
+	mux.Use(m.Wrap)
+	mux.Handle("payment:charge", h)
+	if err := aq.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(aq.Shutdown)
+	return info.ID
+}
+
+// dropArmedReply swallows the reply to the first command that match takes
+// once armed.
+type dropArmedReply struct {
+	proxy *replyDropper
+	match func(redis.Cmder) bool
+	armed atomic.Bool
+	fired atomic.Bool
+}
+
+func (d *dropArmedReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (d *dropArmedReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !d.match(cmd) || !d.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmd)
+		}
+		d.fired.Store(true)
+		d.proxy.drop.Store(true)
+		defer d.proxy.drop.Store(false)
+		return next(ctx, cmd)
+	}
+}
+func (d *dropArmedReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// The reply to a completion is lost after Redis wrote it: the middleware's
+// retry finds the record done by its own hold and is done, instead of
+// hearing "lease lost" (counted, logged, and the task failed for asynq to
+// retry) about its own write.
+func TestLostCompletionReplyIsNoLeaseLost(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	proxy, rdb := droppingClient(t, srv)
+	drop := &dropArmedReply{proxy: proxy, match: func(c redis.Cmder) bool { return c.Name() == "evalsha" }}
+	rdb.AddHook(drop)
+	s, rec := newStore(t, rdb, onceq.StoreOptions{})
+	// Redis knows the completion's script from here: a lost EVALSHA reply
+	// is then a write, not a NOSCRIPT that ran nothing.
+	warm := mustClaim(t, s, onceq.Key{Namespace: "payment:charge", ID: "warm"}, "", time.Minute, onceq.Acquired)
+	if err := s.Complete(context.Background(), warm.Hold, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	m := newMiddleware(t, s, onceq.MiddlewareOptions{Lease: time.Minute})
+	var runs atomic.Int64
+	id := runPayment(t, srv, m, "lost-2", asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		runs.Add(1)
+		onceq.SetResult(ctx, []byte("charged"))
+		drop.armed.Store(true) // the completion is the next script
+		return nil
+	}))
+	// Until asynq has the task done (the run succeeded), or the lease was
+	// called lost.
+	insp := asynq.NewInspectorFromRedisClient(srv.Client(t))
+	waitFor(t, func() bool {
+		_, err := insp.GetTaskInfo("default", id)
+		return rec.Count("lease_lost") > 0 || errors.Is(err, asynq.ErrTaskNotFound)
+	})
+	r, err := s.Status(context.Background(), onceq.Key{Namespace: "payment:charge", ID: "lost-2"})
+	if err != nil || r.State != onceq.StatusDone || string(r.Result) != "charged" {
+		t.Fatalf("record %+v %v, want done with its result", r, err)
+	}
+	if n := rec.Count("lease_lost"); n != 0 || rec.Count("error") != 1 || runs.Load() != 1 {
+		t.Fatalf("%d lease_lost, %d errors, %d runs: want the one lost reply, no lease lost, one run", n, rec.Count("error"), runs.Load())
+	}
+}
+
+// The same for a joined acknowledgement: Redis ran onceq's completion and
+// asynq's mark-as-complete, the reply was lost, and the completion retried
+// alone finds the record done by its own hold instead of a lost lease.
+func TestLostJoinedAckReplyIsNoLeaseLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	proxy, wrdb := droppingClient(t, srv)
+	// The joined acknowledgement is the script with asynq's completed set.
+	drop := &dropArmedReply{proxy: proxy, match: func(c redis.Cmder) bool {
+		return c.Name() == "evalsha" && slices.ContainsFunc(c.Args(), func(a any) bool {
+			s, _ := a.(string)
+			return strings.HasSuffix(s, "}:completed")
+		})
+	}}
+	wrdb.AddHook(drop)
+	type note struct {
+		ID string `json:"id"`
+	}
+	kind := onceq.Define(onceq.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }})
+	catalog, err := onceq.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, rec := newStore(t, wrdb, onceq.StoreOptions{})
+	w, err := onceq.NewServer(wrdb, store, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel},
+		onceq.MiddlewareOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	mux := asynq.NewServeMux()
+	mux.Handle(kind.Type, onceq.Handle(kind, func(_ context.Context, n note) (string, error) {
+		runs.Add(1)
+		// Not the first job's: Redis learns the joined script from it, so
+		// the lost reply is a write, not a NOSCRIPT that ran nothing.
+		drop.armed.Store(n.ID == "lost-ack")
+		return "noted", nil
+	}))
+	if err := w.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Shutdown(ctx) })
+	rdb := srv.Client(t)
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	for _, id := range []string{"warm", "lost-ack"} {
+		j := kind.Job(note{ID: id})
+		if _, err := producer.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := producer.Wait(ctx, j, 20*time.Second); err != nil || st.State != onceq.StatusDone {
+			t.Fatalf("job %s: %s %v, want done", id, st.State, err)
+		}
+	}
+	// The completion retried alone comes 300 ms after the lost reply.
+	waitFor(t, func() bool { return drop.fired.Load() })
+	time.Sleep(time.Second)
+	if !drop.fired.Load() || rec.Count("lease_lost") != 0 || runs.Load() != 2 {
+		t.Fatalf("reply dropped %v, %d lease_lost, %d runs: want the joined reply lost, no lease lost, two runs",
+			drop.fired.Load(), rec.Count("lease_lost"), runs.Load())
 	}
 }

@@ -300,6 +300,9 @@ func (m *Middleware) writeResult(t *asynq.Task, o typeOptions, result []byte) {
 // ttl is the type's done TTL (0: the store's).
 func (m *Middleware) complete(ctx context.Context, h Hold, result []byte, ttl time.Duration) error {
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 && m.recorded(ctx, h) {
+			return nil
+		}
 		err := m.store.Complete(ctx, h, result, ttl)
 		if errors.Is(err, ErrResultTooLarge) {
 			note := fmt.Appendf(nil, `{"onceq_error":"result of %d bytes not stored"}`, len(result))
@@ -314,6 +317,14 @@ func (m *Middleware) complete(ctx context.Context, h Hold, result []byte, ttl ti
 		case <-time.After(min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)):
 		}
 	}
+}
+
+// recorded reports whether the run of h is recorded done already: a retry
+// after a Redis error finds the earlier try written, its reply lost, and
+// asking again would only be answered "lease lost".
+func (m *Middleware) recorded(ctx context.Context, h Hold) bool {
+	rec, err := m.store.Status(ctx, h.Key)
+	return err == nil && rec.State == StatusDone && rec.Token == h.Token && rec.Owner == h.Owner
 }
 
 // settle reports whether the run of h, whose handler returned, records its
