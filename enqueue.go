@@ -12,6 +12,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -134,9 +135,11 @@ func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, 
 		return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	}
 	queue := strings.TrimPrefix(base, "asynq:{")
-	base += "}:"
-	ks := append(keys[:2:2], base+"pending", base+"scheduled", base+"archived", base+"completed")
-	argv := append(args[:3:3], id, g.replace, g.fp)
+	ks := make([]string, 0, 7+len(g.rules))
+	ks = append(ks, keys[0], keys[1])
+	ks = append(ks, stateKeys(queue)[:]...)
+	argv := make([]any, 0, 7+2*len(g.rules))
+	argv = append(argv, args[0], args[1], args[2], id, g.replace, g.fp)
 	if !c.cluster {
 		ks = append(ks, recordKey(g.key))
 		if len(g.rules) > 0 {
@@ -175,6 +178,22 @@ func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, 
 	}
 	out.SetVal(int64(0))
 	return out
+}
+
+// queueStateKeys caches, per queue, the keys of the four asynq states a
+// guarded insert may find or replace its task in: every enqueue needs them.
+// One entry per queue the producer enqueues to (the catalog's queues and
+// shards), never removed.
+var queueStateKeys sync.Map // queue -> *[4]string
+
+// stateKeys are queue's pending, scheduled, archived and completed keys.
+func stateKeys(queue string) *[4]string {
+	if ks, ok := queueStateKeys.Load(queue); ok {
+		return ks.(*[4]string)
+	}
+	base := "asynq:{" + queue + "}:"
+	ks, _ := queueStateKeys.LoadOrStore(queue, &[4]string{base + "pending", base + "scheduled", base + "archived", base + "completed"})
+	return ks.(*[4]string)
 }
 
 // refusalOf reads the guard's refusal {0, msg, state, result, record, pttl}.
