@@ -205,14 +205,15 @@ func (o Options) sources() (map[string]sourceVerifier, error) {
 
 // server holds what the handlers share.
 type server struct {
-	opts     Options
-	sources  map[string]sourceVerifier
-	budget   *budget
-	creds    []credential
-	guard    *httpidem.Guard
-	unsure   unsure
-	settling settling
-	tails    sync.WaitGroup // owner writes of answers already sent
+	opts         Options
+	sources      map[string]sourceVerifier
+	budget       *budget
+	creds        []credential
+	guard        *httpidem.Guard
+	unsure       unsure
+	settling     settling
+	fingerprints fingerprints
+	tails        sync.WaitGroup // owner writes of answers already sent
 }
 
 // Handler is the API's handler for the whole server. A fresh answer goes
@@ -258,7 +259,7 @@ func New(o Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: o, sources: sources, creds: credentials(cs), guard: guard,
+	s := &server{opts: o, sources: sources, creds: credentials(cs), guard: guard, fingerprints: fingerprints{ttl: o.ReplayCacheTTL},
 		budget: &budget{sem: semaphore.NewWeighted(o.WebhookBodyBudget), wait: o.WebhookBudgetWait, bodyTimeout: o.WebhookBodyTimeout}}
 	mux := &routes{ServeMux: http.NewServeMux(), zero: o.Requests.Zero}
 	for _, k := range o.Catalog.Kinds() {

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/httpidem"
@@ -54,4 +56,59 @@ func (s *server) once(ctx context.Context, route, key, fp string, do func(contex
 		return response{Response: stored}, sent
 	}
 	return fresh, sent
+}
+
+// fingerprints remembers, per process, the fingerprint the catalog gave an
+// ingest body under a (caller, route, Idempotency-Key): a retry of the same
+// bytes, the usual replay, skips decoding and hashing the job, which is
+// most of a replay's cost. Entries live as long as the replay cache's (a
+// longer life would only rebuild the job), at most maxFingerprints of them.
+type fingerprints struct {
+	mu  sync.Mutex
+	ttl time.Duration
+	m   map[fingerprintKey]rawFingerprint
+}
+
+type fingerprintKey struct{ scope, key string }
+
+type rawFingerprint struct {
+	sum   [sha256.Size]byte // of the raw body
+	fp    string
+	until time.Time
+}
+
+const maxFingerprints = 10_000
+
+// get returns the fingerprint of raw under (scope, key), if known.
+func (f *fingerprints) get(scope, key string, raw []byte, now time.Time) (string, bool) {
+	if f.ttl <= 0 {
+		return "", false
+	}
+	sum := sha256.Sum256(raw)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.m[fingerprintKey{scope, key}]
+	if !ok || now.After(e.until) || e.sum != sum {
+		return "", false
+	}
+	return e.fp, true
+}
+
+func (f *fingerprints) put(scope, key string, raw []byte, fp string, now time.Time) {
+	if f.ttl <= 0 {
+		return
+	}
+	sum := sha256.Sum256(raw)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[fingerprintKey]rawFingerprint{}
+	}
+	if len(f.m) >= maxFingerprints {
+		for old := range f.m { // any entry: map order is random enough
+			delete(f.m, old)
+			break
+		}
+	}
+	f.m[fingerprintKey{scope, key}] = rawFingerprint{sum: sum, fp: fp, until: now.Add(f.ttl)}
 }

@@ -50,41 +50,62 @@ func (s *server) ingest(k *onceq.Kind) http.Handler {
 		// The job lives in the caller's scope unless its type is Global:
 		// another client's same id, header key or content is another job,
 		// and no id a caller can type reaches into another's scope.
-		s.submit(w, r, k.Route, k.Type, key, func() (onceq.Job, *response) {
+		s.submit(w, r, k.Route, k.Type, key, body, func() (onceq.Job, *response) {
 			return s.build(k.Type, body, key, principal(r.Context()))
 		})
 	})
 }
 
 // submit builds the job, then enqueues it at most once per Idempotency-Key.
-// Invalid bodies are refused before anything touches Redis.
-func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key string,
+// Invalid bodies are refused before anything touches Redis. raw, when not
+// nil, is all that build reads besides the key and the caller (an ingest
+// body): a replay of the same bytes under the same key takes the
+// fingerprint it had (fingerprints) and is answered without decoding.
+func (s *server) submit(w http.ResponseWriter, r *http.Request, name, typ, key string, raw []byte,
 	build func() (onceq.Job, *response)) {
-	j, resp := build()
-	if resp != nil {
-		s.opts.Observer(r.Context(), onceq.Event{Op: "enqueue", Key: onceq.Key{Namespace: typ},
-			// Not the detail: it may quote the payload (an address), and logs never do.
-			Outcome: "bad_payload", Reason: fmt.Sprintf("%d %s", resp.Status, http.StatusText(resp.Status))})
-		resp.write(w)
-		return
+	wait := preferWait(r)
+	scope := principal(r.Context()) + "/" + name
+	var j onceq.Job
+	fp, known := "", false
+	if raw != nil && key != "" && wait == 0 {
+		fp, known = s.fingerprints.get(scope, key, raw, time.Now())
+	}
+	if !known {
+		var resp *response
+		if j, resp = build(); resp != nil {
+			s.opts.Observer(r.Context(), onceq.Event{Op: "enqueue", Key: onceq.Key{Namespace: typ},
+				// Not the detail: it may quote the payload (an address), and logs never do.
+				Outcome: "bad_payload", Reason: fmt.Sprintf("%d %s", resp.Status, http.StatusText(resp.Status))})
+			resp.write(w)
+			return
+		}
+		// The job's fingerprint is taken from the decoded, validated
+		// payload (volatile fields left out), so equal meaning is the same
+		// request whatever the key order or spacing of the body.
+		fp = fingerprint(r.Method, name, j.Key.String(), j.Fingerprint)
+		if raw != nil && key != "" {
+			s.fingerprints.put(scope, key, raw, fp, time.Now())
+		}
 	}
 	// Detached from the client: a disconnect must not cut an enqueue in
 	// half; the time-out still bounds it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.Timeout)
 	defer cancel()
-	// The job's fingerprint is taken from the decoded, validated payload
-	// (volatile fields left out), so equal meaning is the same request
-	// whatever the key order or spacing of the body.
 	// A fresh answer goes out before its replay is stored and the job's
 	// owner recorded: both writes overlap the response, two round trips
 	// for a first request instead of three (Handler.Drain waits for them).
 	// Unless Prefer: wait holds it back.
-	wait := preferWait(r)
 	var send func(httpidem.Response)
 	if wait == 0 {
 		send = func(resp httpidem.Response) { resp.Flush(w) }
 	}
-	out, sent := s.once(ctx, name, key, fingerprint(r.Method, name, j.Key.String(), j.Fingerprint), func(ctx context.Context) response {
+	out, sent := s.once(ctx, name, key, fp, func(ctx context.Context) response {
+		if known { // the replay was not in memory after all: build it now
+			var resp *response
+			if j, resp = build(); resp != nil {
+				return *resp
+			}
+		}
 		return s.enqueue(ctx, j)
 	}, send)
 	if sent {

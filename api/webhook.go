@@ -161,7 +161,8 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	// Attempt, the arrival time and the body (where senders change delivery
 	// metadata) are left out of the job's fingerprint, so a retry is not a
 	// mismatch.
-	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key,
+	// No raw body: the job reads the headers and the clock too.
+	s.submit(w, r, "webhooks/"+source, tasks.TypeWebhook, key, nil,
 		func() (onceq.Job, *response) {
 			wh, err := event(v.scheme, body, r.Header, idField, signedID)
 			if err != nil {
