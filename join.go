@@ -84,8 +84,8 @@ type joiner struct {
 	claimArgs [3]string
 
 	mu     sync.Mutex
-	claims map[string]joinedClaim // dequeued, not yet delivered
-	parked map[string]*parked     // handler done, waiting for asynq's acknowledgement
+	claims map[taskRef]joinedClaim // dequeued, not yet delivered
+	parked map[taskRef]*parked     // handler done, waiting for asynq's acknowledgement
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -130,7 +130,7 @@ func joining(rdb redis.UniversalClient, store Store, m *Middleware) redis.Univer
 			Reason: "on Redis Cluster a record is in its key's slot, not its queue's: claims and completions go as calls of their own"})
 		return rdb
 	}
-	j := &joiner{m: m, store: s, dequeues: dequeueJoins, acks: ackJoins, claims: map[string]joinedClaim{}, parked: map[string]*parked{},
+	j := &joiner{m: m, store: s, dequeues: dequeueJoins, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	j.claimArgs = [3]string{bootOwner + "/", strconv.FormatInt(m.opts.Lease.Milliseconds(), 10),
 		strconv.FormatInt(s.opts.FailedTTL.Milliseconds(), 10)}
@@ -166,7 +166,11 @@ func (c joiningClient) EvalSha(ctx context.Context, sha string, keys []string, a
 	return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
 }
 
-func taskName(queue, id string) string { return queue + "\x00" + id }
+// taskRef names a task of the join's maps: a struct, so that no lookup
+// builds a string.
+type taskRef struct{ queue, id string }
+
+func taskName(queue, id string) taskRef { return taskRef{queue, id} }
 
 // dequeue runs asynq's dequeue and onceq's claim of the task it pops.
 func (j *joiner) dequeue(ctx context.Context, sha string, s *redis.Script, keys []string, args []any) *redis.Cmd {
@@ -271,7 +275,7 @@ func (j *joiner) park(ctx context.Context, h Hold, result []byte, ttl time.Durat
 	return true
 }
 
-func (j *joiner) parkAs(name string, h Hold, result []byte, ttl time.Duration, sink *resultSink) {
+func (j *joiner) parkAs(name taskRef, h Hold, result []byte, ttl time.Duration, sink *resultSink) {
 	j.mu.Lock()
 	old := j.parked[name]
 	j.parked[name] = &parked{h: h, result: result, ttl: ttl, sink: sink, at: time.Now()}
@@ -444,7 +448,7 @@ func (j *joiner) shutdown(ctx context.Context) error {
 	<-j.done
 	j.mu.Lock()
 	ps, cs := j.parked, j.claims
-	j.parked, j.claims = map[string]*parked{}, map[string]joinedClaim{}
+	j.parked, j.claims = map[taskRef]*parked{}, map[taskRef]joinedClaim{}
 	j.mu.Unlock()
 	var errs []error
 	for _, p := range ps {
