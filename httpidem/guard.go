@@ -154,13 +154,12 @@ func (g *Guard) Do(ctx context.Context, scope, key, fp string, do func(context.C
 }
 
 // Send is Do for a handler that answers as soon as it can: a fresh 2xx
-// that is to be stored goes to send first, so that storing it overlaps the
-// response's way to the client, one store round trip off the request's
-// latency. Send returns once it is sent, with sent true, and stores it in
-// the background (Drain waits for that); every other answer is returned
-// unsent. From send on, this process answers a retry from memory, and
-// another replica's retry waits up to InFlightWait for the stored replay.
-// A nil send is Do.
+// that is to be stored goes to send while it is being stored in the
+// background, one store round trip off the request's latency (Drain waits
+// for the store). Send returns once send has, with sent true; every other
+// answer is returned unsent. From then on this process answers a retry
+// from memory, and another replica's retry waits up to InFlightWait for
+// the stored replay. A nil send is Do.
 func (g *Guard) Send(ctx context.Context, scope, key, fp string, do func(context.Context) Response, send func(Response)) (resp Response, sent bool) {
 	if key == "" {
 		return do(ctx), false
@@ -225,15 +224,17 @@ func (g *Guard) Send(ctx context.Context, scope, key, fp string, do func(context
 		return resp, false
 	}
 	// The response is this key's answer from now: a retry here is replayed
-	// it, even while (or if) storing it fails. The handler returns at once,
-	// and its connection serves the client's next request meanwhile.
+	// it, even while (or if) storing it fails. Storing starts first, so a
+	// client slow to read does not hold it up; the handler returns once the
+	// response is written, and its connection serves the client's next
+	// request meanwhile.
 	g.replays.put(k, fp, resp, claimed)
-	send(resp)
 	handedOff = true
 	g.tails.Go(func() {
 		defer g.claims.drop(c.Hold)
 		g.complete(ctx, c.Hold, b)
 	})
+	send(resp)
 	return resp, true
 }
 
