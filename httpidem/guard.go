@@ -7,7 +7,7 @@
 // another request is a 422. Other answers (429, 5xx) are not stored and
 // leave nothing behind, so a retry runs at once.
 //
-// A fresh 2xx goes out before it is stored (Guard.Send): the store's write
+// A fresh 2xx goes out while it is being stored (Guard.Send): the store's write
 // overlaps the response, and the connection serves the client's next
 // request meanwhile. Until the write lands, a retry reaching this process
 // is replayed from memory and one reaching another replica waits up to
