@@ -75,6 +75,21 @@ func (c *recordCalls) total() int {
 // joinRun processes n jobs through a Server on a real redis-server, with
 // forget passed to ForgetJoinScripts, and returns the record commands the
 // worker sent of its own per job and the middleware's events.
+// note is the join tests' task type: a note keyed by its id.
+type note struct {
+	ID string `json:"id"`
+}
+
+func noteKind(t *testing.T) (*onceq.Typed[note], *onceq.Catalog) {
+	t.Helper()
+	kind := onceq.Define(onceq.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }})
+	catalog, err := onceq.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kind, catalog
+}
+
 func joinRun(t *testing.T, n int, forgetDequeue, forgetAck bool) (perJob float64, events []onceq.Event) {
 	t.Helper()
 	ctx := context.Background()
@@ -84,14 +99,7 @@ func joinRun(t *testing.T, n int, forgetDequeue, forgetAck bool) (perJob float64
 	wrdb := srvRedis.Client(t)
 	wrdb.AddHook(calls)
 
-	type note struct {
-		ID string `json:"id"`
-	}
-	kind := onceq.Define(onceq.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }})
-	catalog, err := onceq.NewCatalog(kind.Kind)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kind, catalog := noteKind(t)
 	rec := &oncetest.Recorder{}
 	srv, err := onceq.NewServer(wrdb, nil, asynq.Config{Concurrency: 4, LogLevel: asynq.WarnLevel},
 		onceq.MiddlewareOptions{Catalog: catalog, Observer: rec.Observe})

@@ -297,14 +297,7 @@ func TestLostJoinedAckReplyIsNoLeaseLost(t *testing.T) {
 		})
 	}}
 	wrdb.AddHook(drop)
-	type note struct {
-		ID string `json:"id"`
-	}
-	kind := onceq.Define(onceq.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }})
-	catalog, err := onceq.NewCatalog(kind.Kind)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kind, catalog := noteKind(t)
 	store, rec := newStore(t, wrdb, onceq.StoreOptions{})
 	w, err := onceq.NewServer(wrdb, store, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel},
 		onceq.MiddlewareOptions{Catalog: catalog})
