@@ -46,8 +46,13 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 					t.Fatalf("history %d (seed %d): checker timed out", i, seed)
 				}
 				t.Logf("caught in history %d (seed %d):\n%s", i, seed, res.Report())
-				if len(res.Minimal) == 0 || len(res.Minimal) > 20 {
-					t.Errorf("minimal history has %d operations; want a short one", len(res.Minimal))
+				// Short next to the history, not under a fixed count: a stale
+				// holder's late complete keeps every claim and release the
+				// others made on its key meanwhile (mutations, which the
+				// minimizer keeps), and a slower run (the race detector)
+				// makes more of them.
+				if len(res.Minimal) == 0 || len(res.Minimal)*10 > res.Ops {
+					t.Errorf("minimal history has %d of %d operations; want a short one", len(res.Minimal), res.Ops)
 				}
 				paths, err := res.WriteHTML(artifactDir(t, false), name)
 				if err != nil {
