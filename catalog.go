@@ -53,7 +53,7 @@ type Spec[P any] struct {
 	// Default: none.
 	Validate func(P) error
 	// Unique refuses the key again for this long from first acceptance
-	// (the asynq task's retention). Default: 24h.
+	// (the asynq task id, kept while the task is). Default: 24h.
 	Unique time.Duration
 	// DoneTTL is how long a done job answers repeats as duplicates on the
 	// worker. Default: the store's DoneTTL.
@@ -71,8 +71,15 @@ type Spec[P any] struct {
 	KeepFailed bool
 	// MaxRetry for asynq; 0: asynq's default (25).
 	MaxRetry int
-	// WriteResult copies results to asynq for the dashboard: one more
-	// Redis round trip per task. Default: false.
+	// WriteResult puts the type's completed tasks on the dashboard: asynq
+	// keeps each for the unique window (Retention), with its result copied
+	// to it, one more Redis round trip per task. Without it asynq deletes a
+	// task as it completes (asynq's default), and the idempotency record
+	// alone answers repeats, read in the insert's own step. The task is
+	// kept regardless where the Producer cannot read the record there (Redis
+	// Cluster, a Store other than a RedisStore on its client), and for a
+	// key's second or later incarnation, whose history is in its headers.
+	// Default: false.
 	WriteResult bool
 }
 
@@ -180,7 +187,7 @@ func (t *Typed[P]) job(p P, explicit, scope string) (Job, error) {
 		return Job{}, err
 	}
 	j.Queue = queueOf(s.Queue, j.Key, s.Shards)
-	j.Unique = s.Unique
+	j.Unique, j.keepCompleted = s.Unique, s.WriteResult
 	if s.Window > 0 {
 		j.Rules = append(j.Rules, &Rule{Key: j.Key, Window: s.Window, Repeats: true})
 	}

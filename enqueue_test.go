@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/oncetest"
 )
 
 // The guard is verified against one asynq release: bumping asynq in go.mod
@@ -279,5 +280,45 @@ func TestWindowRefusesItsOwnRepeatInOneStep(t *testing.T) {
 	}
 	if out, err := p.Enqueue(ctx, kind.Job(ping{"x"})); err != nil || out.Decision != onceq.Throttled || out.RetryAfter <= 0 {
 		t.Fatalf("repeat inside the window: %+v %v; want throttled", out, err)
+	}
+}
+
+// asynq keeps a completed task (Retention) only where something needs it:
+// the dashboard (Spec.WriteResult), or a Producer whose insert cannot read
+// the key's record (a Store other than a RedisStore on its client; Redis
+// Cluster likewise). Otherwise the record alone refuses repeats, and asynq
+// deletes the task as it completes.
+func TestCompletedTaskKeptOnlyWhereNeeded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	type note struct {
+		ID string `json:"id"`
+	}
+	plain := onceq.Define(onceq.Spec[note]{Type: "keep:plain", ID: func(n note) string { return n.ID }})
+	shown := onceq.Define(onceq.Spec[note]{Type: "keep:shown", ID: func(n note) string { return n.ID }, WriteResult: true})
+	memory, err := oncetest.NewStore(onceq.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for _, c := range []struct {
+		name  string
+		store onceq.Store
+		job   onceq.Job
+		want  time.Duration
+	}{
+		{"record read in the insert", nil, plain.Job(note{ID: "a"}), 0},
+		{"shown on the dashboard", nil, shown.Job(note{ID: "b"}), 24 * time.Hour},
+		{"record elsewhere", memory, plain.Job(note{ID: "c"}), 24 * time.Hour},
+	} {
+		out, err := onceq.NewProducer(rdb, c.store, onceq.ProducerOptions{}).Enqueue(ctx, c.job)
+		if err != nil || out.Decision != onceq.Enqueued {
+			t.Fatalf("%s: %+v %v", c.name, out, err)
+		}
+		info, err := insp.GetTaskInfo(out.Queue, out.TaskID)
+		if err != nil || info.Retention != c.want {
+			t.Errorf("%s: task %+v (%v), want retention %v", c.name, info, err, c.want)
+		}
 	}
 }

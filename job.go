@@ -38,7 +38,8 @@ type Job struct {
 	// shard first, then in every queue).
 	Queue string
 	// Unique refuses Key again for this long after first acceptance, through
-	// the asynq TaskID with Retention = Unique (no extra round trip).
+	// the asynq TaskID (no extra round trip) and, once the job is done, its
+	// idempotency record.
 	Unique time.Duration
 	// Rules are the job's windows and rate rules, taken in order.
 	Rules []*Rule
@@ -49,6 +50,9 @@ type Job struct {
 	// KeepFailed: a job that failed for good keeps blocking Key for the
 	// unique window, instead of letting a repeat start a new incarnation.
 	KeepFailed bool
+	// keepCompleted: asynq keeps the completed task for Unique (the Spec's
+	// WriteResult), for the dashboard.
+	keepCompleted bool
 	// Err is why the payload was refused (it wraps ErrInvalid): Typed.Job
 	// sets it, and Producer.Enqueue returns it without enqueuing.
 	Err error

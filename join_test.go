@@ -80,9 +80,11 @@ type note struct {
 	ID string `json:"id"`
 }
 
-func noteKind(t *testing.T) (*onceq.Typed[note], *onceq.Catalog) {
+// noteKind is the note type; shown puts its completed tasks on the
+// dashboard (Spec.WriteResult: asynq keeps them).
+func noteKind(t *testing.T, shown bool) (*onceq.Typed[note], *onceq.Catalog) {
 	t.Helper()
-	kind := onceq.Define(onceq.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }})
+	kind := onceq.Define(onceq.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }, WriteResult: shown})
 	catalog, err := onceq.NewCatalog(kind.Kind)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +92,7 @@ func noteKind(t *testing.T) (*onceq.Typed[note], *onceq.Catalog) {
 	return kind, catalog
 }
 
-func joinRun(t *testing.T, n int, forgetDequeue, forgetAck bool) (perJob float64, events []onceq.Event) {
+func joinRun(t *testing.T, n int, forgetDequeue, forgetAck, shown bool) (perJob float64, events []onceq.Event) {
 	t.Helper()
 	ctx := context.Background()
 	srvRedis := redistest.Start(t)
@@ -99,7 +101,7 @@ func joinRun(t *testing.T, n int, forgetDequeue, forgetAck bool) (perJob float64
 	wrdb := srvRedis.Client(t)
 	wrdb.AddHook(calls)
 
-	kind, catalog := noteKind(t)
+	kind, catalog := noteKind(t, shown)
 	rec := &oncetest.Recorder{}
 	srv, err := onceq.NewServer(wrdb, nil, asynq.Config{Concurrency: 4, LogLevel: asynq.WarnLevel},
 		onceq.MiddlewareOptions{Catalog: catalog, Observer: rec.Observe})
@@ -145,14 +147,21 @@ func joinRun(t *testing.T, n int, forgetDequeue, forgetAck bool) (perJob float64
 		if err != nil || st.State != onceq.StatusDone || fmt.Sprintf("%s", st.Result) != fmt.Sprintf("%q", want) {
 			t.Fatalf("job %d: %s %s %v; want done with %s", i, st.State, st.Result, err, want)
 		}
-		// The task kept by asynq's retention no longer carries onceq's
-		// fields once a joined acknowledgement took them out.
-		if f, err := rdb.HMGet(ctx, "asynq:{default}:t:"+j.Key.TaskID(), "onceq_rec", "onceq_fp").Result(); forgetAck {
+		// Only a type shown on the dashboard keeps its completed task, and
+		// a joined acknowledgement keeps it without the payload and without
+		// onceq's fields; the record answers the repeat below either way.
+		task := "asynq:{default}:t:" + j.Key.TaskID()
+		if !shown {
+			if kept, err := rdb.Exists(ctx, task).Result(); err != nil || kept != 0 {
+				t.Errorf("job %d: completed task kept (%d, %v), want it deleted as it completed", i, kept, err)
+			}
+		} else if f, err := rdb.HMGet(ctx, task, "onceq_rec", "onceq_fp").Result(); forgetAck {
 		} else if err != nil || f[0] != nil || f[1] != nil {
 			t.Errorf("job %d: task hash still has onceq's fields %v (%v)", i, f, err)
 		} else if info, err := insp.GetTaskInfo("default", j.Key.TaskID()); err != nil || len(info.Payload) != 0 ||
-			info.Type != kind.Type || info.State != asynq.TaskStateCompleted || info.Headers["onceq-fp"] != j.Fingerprint {
-			t.Errorf("job %d: retained task %+v (%v), want it completed, without its payload, headers kept", i, info, err)
+			info.Type != kind.Type || info.State != asynq.TaskStateCompleted || info.Headers["onceq-fp"] != j.Fingerprint ||
+			string(info.Result) != fmt.Sprintf("%q", want) {
+			t.Errorf("job %d: retained task %+v (%v), want it completed with its result, without its payload, headers kept", i, info, err)
 		}
 		again, err := producer.Enqueue(ctx, j)
 		if err != nil || again.Decision != onceq.Duplicate || string(again.Result) != fmt.Sprintf("%q", want) {
@@ -198,12 +207,17 @@ func joinEvents(events []onceq.Event) []onceq.Event {
 // sends a dequeue or acknowledgement script other than lua/asynq's.
 func TestJoinedScripts(t *testing.T) {
 	t.Parallel()
-	perJob, events := joinRun(t, 30, false, false)
-	if perJob != 0 {
-		t.Errorf("%.2f record commands of the worker's own per job, want 0: claim and completion rode asynq's scripts", perJob)
-	}
-	if e := joinEvents(events); len(e) != 0 {
-		t.Errorf("join events %v, want none", e)
+	for name, shown := range map[string]bool{"deleted as completed": false, "kept for the dashboard": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			perJob, events := joinRun(t, 30, false, false, shown)
+			if perJob != 0 {
+				t.Errorf("%.2f record commands of the worker's own per job, want 0: claim and completion rode asynq's scripts", perJob)
+			}
+			if e := joinEvents(events); len(e) != 0 {
+				t.Errorf("join events %v, want none", e)
+			}
+		})
 	}
 }
 
@@ -212,7 +226,7 @@ func TestJoinedScripts(t *testing.T) {
 // (a claim and a completion each).
 func TestJoinFallsBackOnUnknownDequeue(t *testing.T) {
 	t.Parallel()
-	perJob, events := joinRun(t, 20, true, true)
+	perJob, events := joinRun(t, 20, true, true, false)
 	if perJob != 2 {
 		t.Errorf("%.2f record commands per job, want 2 (claim, complete)", perJob)
 	}
@@ -227,7 +241,7 @@ func TestJoinFallsBackOnUnknownDequeue(t *testing.T) {
 // acknowledgement.
 func TestJoinFallsBackOnUnknownAck(t *testing.T) {
 	t.Parallel()
-	perJob, _ := joinRun(t, 20, false, true)
+	perJob, _ := joinRun(t, 20, false, true, true)
 	if perJob != 1 {
 		t.Errorf("%.2f record commands per job, want 1 (complete)", perJob)
 	}

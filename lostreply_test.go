@@ -282,22 +282,26 @@ func TestLostCompletionReplyIsNoLeaseLost(t *testing.T) {
 }
 
 // The same for a joined acknowledgement: Redis ran onceq's completion and
-// asynq's mark-as-complete, the reply was lost, and the completion retried
+// asynq's acknowledgement, the reply was lost, and the completion retried
 // alone finds the record done by its own hold instead of a lost lease.
 func TestLostJoinedAckReplyIsNoLeaseLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	proxy, wrdb := droppingClient(t, srv)
-	// The joined acknowledgement is the script with asynq's completed set.
+	// The joined acknowledgement is the script with a queue's active list
+	// and a record among its keys.
 	drop := &dropArmedReply{proxy: proxy, match: func(c redis.Cmder) bool {
-		return c.Name() == "evalsha" && slices.ContainsFunc(c.Args(), func(a any) bool {
-			s, _ := a.(string)
-			return strings.HasSuffix(s, "}:completed")
-		})
+		has := func(suffix string) bool {
+			return slices.ContainsFunc(c.Args(), func(a any) bool {
+				s, _ := a.(string)
+				return strings.HasSuffix(s, suffix)
+			})
+		}
+		return c.Name() == "evalsha" && has("}:active") && has("}:rec")
 	}}
 	wrdb.AddHook(drop)
-	kind, catalog := noteKind(t)
+	kind, catalog := noteKind(t, false)
 	store, rec := newStore(t, wrdb, onceq.StoreOptions{})
 	w, err := onceq.NewServer(wrdb, store, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel},
 		onceq.MiddlewareOptions{Catalog: catalog})

@@ -45,7 +45,8 @@ type Producer struct {
 	store  Store
 	opts   ProducerOptions
 	// folded: store is a RedisStore on the Producer's own client, outside
-	// Cluster, so a guarded insert takes its job's windows itself.
+	// Cluster, so a guarded insert takes its job's windows itself and reads
+	// the key's record: a completed task need not be kept to refuse repeats.
 	folded atomic.Pointer[RedisStore]
 }
 
@@ -86,9 +87,9 @@ const maxFailures = 3
 
 // Enqueue submits j unless its policy refuses it. The default policy (unique
 // window) costs exactly the one round trip of asynq's Enqueue: the key is the
-// asynq TaskID, which asynq refuses atomically while the task is retained,
-// and the script that inserts it also refuses a key whose record is done
-// (guardEnqueue). Outside Cluster its windows and rate rules are taken in
+// asynq TaskID, which asynq refuses atomically while the task exists, and
+// the script that inserts it also refuses a key whose record is done
+// (guardEnqueue), so asynq need not keep a completed task (Spec.WriteResult). Outside Cluster its windows and rate rules are taken in
 // that same script; on Cluster (other slots) each adds one Reserve.
 //
 // A refused insert is followed by two reads (task and record, in parallel)
@@ -214,7 +215,14 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 	opts := []asynq.Option{asynq.Queue(j.Queue)}
 	task := j.Task
 	if j.Unique > 0 {
-		opts = append(opts, asynq.TaskID(j.Key.TaskID()), asynq.Retention(j.Unique))
+		opts = append(opts, asynq.TaskID(j.Key.TaskID()))
+		if j.keepCompleted || in.incarnation > 1 || p.folded.Load() == nil {
+			// asynq's copy of a completed task is kept for the dashboard,
+			// for a key's history (earlier incarnations' failures live in
+			// its headers), and where only it refuses repeats: the guard
+			// cannot read the record.
+			opts = append(opts, asynq.Retention(j.Unique))
+		}
 		task = leanTask(j, holder)
 	}
 	if j.MaxRetry > 0 {
@@ -253,6 +261,11 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		guard.withRules(j.Rules, holder)
 	}
 	info, err := p.client.EnqueueContext(gctx, task, opts...)
+	if !guard.Ran {
+		// Another asynq's insert: nothing reads the record in its step, so
+		// windows are reserved apart and completed tasks kept from now on.
+		p.folded.Store(nil)
+	}
 	if !guard.Ran && len(in.replace) > 0 && errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil, nil, fmt.Errorf("onceq: cannot replace the task of %s: this asynq's enqueue script is not the one onceq guards (%w)", holder, err)
 	}
@@ -401,10 +414,9 @@ func (p *Producer) throttled(ctx context.Context, j Job, out Outcome, r *Rule, r
 // foldedReserves reports the windows an accepted insert took as Reserve
 // would. Should asynq have sent a script the guard does not know (another
 // asynq version), nothing took them: they are reserved now, after the
-// insert, and the Producer stops folding.
+// insert (and insert stopped folding).
 func (p *Producer) foldedReserves(ctx context.Context, s *RedisStore, j Job, holder string, g *enqueueGuard) {
 	if !g.Ran {
-		p.folded.Store(nil)
 		for _, r := range j.Rules {
 			_, _ = p.store.Reserve(context.WithoutCancel(ctx), r.Key, r.Window, holder)
 		}

@@ -124,16 +124,24 @@ func resultValue(b []byte) any {
 
 // Status answers "did this job run?" for a key (the task id). The asynq
 // inspector takes no context, so the task is looked up aside and ctx still
-// bounds the answer.
+// bounds the answer. A done job's task is usually gone (asynq keeps only
+// what Spec.WriteResult or an incarnation history asks for): once the
+// record says done, the key's own queue is the only one looked in.
 func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 	type lookup struct {
 		info *asynq.TaskInfo
 		err  error
 	}
+	first := p.firstQueue(k)
 	found := make(chan lookup, 1)
 	go func() {
-		info, err := p.findTask(k)
-		found <- lookup{info, err}
+		var t lookup
+		if first != "" {
+			t.info, t.err = p.taskIn(first, k.TaskID())
+		} else {
+			t.info, t.err = p.findTask(k, "")
+		}
+		found <- t
 	}()
 	rec, err := p.store.Status(ctx, k)
 	if err != nil {
@@ -141,6 +149,9 @@ func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 	}
 	select {
 	case t := <-found:
+		if t.err == nil && t.info == nil && first != "" && rec.State != StatusDone {
+			t.info, t.err = p.findTask(k, first)
+		}
 		if t.err != nil {
 			return JobStatus{}, t.err
 		}
@@ -157,27 +168,29 @@ func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 	}
 }
 
-// findTask finds k's asynq task: in the queue its type's Kind puts it
-// (its shard), else across every queue, where a job given another Queue,
-// or enqueued under another shard count, still is; nil when none has it.
-func (p *Producer) findTask(k Key) (*asynq.TaskInfo, error) {
-	id := k.TaskID()
-	first := ""
-	if kind, ok := p.opts.Catalog.lookup(k.Namespace); ok {
-		first = queueOf(kind.Queue, k, len(kind.Queues))
-		if info, err := p.taskIn(first, id); info != nil || err != nil {
-			return info, err
-		}
+// firstQueue is the queue k's type's Kind puts it in (its shard); "" when
+// the catalog has no such type.
+func (p *Producer) firstQueue(k Key) string {
+	kind, ok := p.opts.Catalog.lookup(k.Namespace)
+	if !ok {
+		return ""
 	}
+	return queueOf(kind.Queue, k, len(kind.Queues))
+}
+
+// findTask finds k's asynq task in every queue but skip, where a job given
+// another Queue, or enqueued under another shard count, still is; nil when
+// none has it.
+func (p *Producer) findTask(k Key, skip string) (*asynq.TaskInfo, error) {
 	queues, err := p.insp.Queues()
 	if err != nil {
 		return nil, err
 	}
 	for _, q := range queues {
-		if q == first {
+		if q == skip {
 			continue
 		}
-		if info, err := p.taskIn(q, id); info != nil || err != nil {
+		if info, err := p.taskIn(q, k.TaskID()); info != nil || err != nil {
 			return info, err
 		}
 	}

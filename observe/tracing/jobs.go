@@ -29,7 +29,8 @@ var system = semconv.MessagingSystemKey.String("asynq")
 
 // Enqueue is onceq.ProducerOptions.Trace: a producer span per Enqueue, whose
 // context the task carries; a Duplicate or Conflict links to the trace of
-// the job it met (from that task's headers, which the Producer reads anyway).
+// the job it met (from that task's headers, which the Producer reads anyway;
+// a done job's task is there only where asynq keeps it: Spec.WriteResult).
 func (t *Tracing) Enqueue() func(context.Context, onceq.Job) (context.Context, map[string]string, func(onceq.Outcome, map[string]string, error)) {
 	if t == nil {
 		return nil
@@ -61,8 +62,8 @@ func (t *Tracing) Enqueue() func(context.Context, onceq.Job) (context.Context, m
 // continuing the trace in the task's headers, with the key, namespace,
 // dedup outcome, attempt (asynq's, 1 for the first delivery) and
 // incarnation. A delivery refused as a duplicate or conflict links to the
-// trace of the task its key names, when that is another task: one read
-// through insp, on that path only.
+// trace of the task its key names, when that is another task and asynq
+// still has it: one read through insp, on that path only.
 func (t *Tracing) Deliver(insp *asynq.Inspector) func(context.Context, *asynq.Task) (context.Context, func(onceq.Run, onceq.Decision, error)) {
 	if t == nil {
 		return nil

@@ -51,12 +51,13 @@ func TestOffWithoutVariables(t *testing.T) {
 
 // One job's spans share its trace, with the dedup outcome; a repeat refused
 // by the producer, and one refused by the worker, each link to the
-// original's trace.
+// original's trace (a completed original's while asynq keeps its task:
+// WriteResult).
 func TestSpansAndDuplicateLinks(t *testing.T) {
 	tr, c := start(t)
 	ctx := t.Context()
 	rdb := redistest.Client(t)
-	invoices := onceq.Define(onceq.Spec[invoice]{Type: "invoice:send", ID: func(i invoice) string { return i.ID }})
+	invoices := onceq.Define(onceq.Spec[invoice]{Type: "invoice:send", ID: func(i invoice) string { return i.ID }, WriteResult: true})
 	catalog, err := onceq.NewCatalog(invoices.Kind)
 	if err != nil {
 		t.Fatal(err)
