@@ -53,7 +53,10 @@ type bench struct {
 	run      string
 	taskType string // also the dedup namespace
 	catalog  *onceq.Catalog
-	seq      int
+	// shown is the same type with its completed tasks kept for the
+	// dashboard (Spec.WriteResult): the memory sample's sideShown.
+	shown *onceq.Catalog
+	seq   int
 }
 
 // benchEmail is the payload every side sends.
@@ -70,11 +73,15 @@ func newBench(cfg config, env *redisEnv) *bench {
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	typ := "bench-" + id + ":noop"
-	cat, err := onceq.NewCatalog(onceq.Define(onceq.Spec[benchEmail]{Type: typ, ID: func(e benchEmail) string { return e.ID }}).Kind)
-	if err != nil {
-		panic(err) // one valid kind
+	catalog := func(shown bool) *onceq.Catalog {
+		cat, err := onceq.NewCatalog(onceq.Define(onceq.Spec[benchEmail]{Type: typ, ID: func(e benchEmail) string { return e.ID },
+			WriteResult: shown}).Kind)
+		if err != nil {
+			panic(err) // one valid kind
+		}
+		return cat
 	}
-	return &bench{cfg: cfg, env: env, run: id, taskType: typ, catalog: cat}
+	return &bench{cfg: cfg, env: env, run: id, taskType: typ, catalog: catalog(false), shown: catalog(true)}
 }
 
 func (b *bench) logf(format string, a ...any) {
@@ -145,8 +152,13 @@ func (b *bench) plainTask(queue string, i, size int) (string, *asynq.Task) {
 func (b *bench) job(queue string, i int) (onceq.Job, error) { return b.jobSized(queue, i, 0) }
 
 func (b *bench) jobSized(queue string, i, size int) (onceq.Job, error) {
+	return b.jobOf(b.catalog, queue, i, size)
+}
+
+// jobOf is jobSized built by cat.
+func (b *bench) jobOf(cat *onceq.Catalog, queue string, i, size int) (onceq.Job, error) {
 	_, p := b.payloadSized(queue, i, size)
-	j, err := b.catalog.Build(b.taskType, p, "", "")
+	j, err := cat.Build(b.taskType, p, "", "")
 	j.Queue = queue
 	return j, err
 }
@@ -210,7 +222,11 @@ func (b *bench) fill(ctx context.Context, side, queue string, n, size int) error
 				asynq.TaskID(id), asynq.Retention(tasks.DefaultUniqueWindow))
 			return err
 		}
-		j, err := b.jobSized(queue, i, size)
+		cat := b.catalog
+		if side == sideShown {
+			cat = b.shown
+		}
+		j, err := b.jobOf(cat, queue, i, size)
 		if err != nil {
 			return err
 		}

@@ -59,6 +59,7 @@ func (r *Report) markdown(w io.Writer) {
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "| Redis memory per remembered job, %d B payload, result kept (B; asynq+id for bare) | %.0f | %.0f | |\n",
 			m.PayloadBytes, m.PlainTaskBytes+m.PlainEntryBytes, m.PerJob())
+		fmt.Fprintf(w, "| the same, completed tasks shown on the dashboard (WriteResult) (B) | | %.0f | |\n", m.ShownPerJob())
 	}
 
 	// asynq+id is what asynq users already have: the second baseline.

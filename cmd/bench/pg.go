@@ -137,7 +137,7 @@ func pgRound(ctx context.Context, rdb *redis.Client, store onceq.Store, l *pgled
 	}
 	mux := asynq.NewServeMux()
 	mux.Handle("bench:pg", h)
-	srv, err := newServer(side != pgBare, rdb, store, asynq.Config{
+	srv, err := newServer(side != pgBare, nil, rdb, store, asynq.Config{
 		Concurrency: conc, Queues: map[string]int{queue: 1}, TaskCheckInterval: 10 * time.Millisecond,
 		Logger: quietLogger{w: io.Discard}, LogLevel: asynq.ErrorLevel,
 	})

@@ -261,6 +261,8 @@ func (r *Report) print(w io.Writer) {
 		row("completed onceq task asynq:{q}:t:<key>", fmt.Sprintf("%.0f B", m.TaskBytes))
 		row("its asynq:{q}:completed zset entry", fmt.Sprintf("%.0f B", m.CompletedEntryBytes))
 		row("= per remembered onceq job", fmt.Sprintf("%.0f B", m.PerJob()))
+		row("shown on the dashboard (WriteResult): record + task + entry", fmt.Sprintf("%.0f + %.0f + %.0f = %.0f B",
+			m.ShownRecordBytes, m.ShownTaskBytes, m.ShownEntryBytes, m.ShownPerJob()))
 		row("asynq+id: completed task + zset entry, no headers", fmt.Sprintf("%.0f B", m.PlainTaskBytes+m.PlainEntryBytes))
 		tw.Flush()
 	}

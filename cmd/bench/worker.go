@@ -19,9 +19,12 @@ import (
 // Sides of the processing comparison.
 const (
 	sideBare     = "asynq"    // plain tasks, no-op handler
-	sideRetained = "asynq+id" // tasks with TaskID + Retention as onceq enqueues them, no middleware
+	sideRetained = "asynq+id" // tasks with TaskID + Retention, as asynq users dedup them, no middleware
 	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside onceq.Middleware, as cmd/worker runs them
-	taskCheck    = 10 * time.Millisecond
+	// sideShown is onceq with its completed tasks kept for the dashboard
+	// (Spec.WriteResult, as cmd/worker's task types): the memory sample only.
+	sideShown = "onceq+shown"
+	taskCheck = 10 * time.Millisecond
 )
 
 // workerHost is what runs asynq servers: this process, or a worker
@@ -32,6 +35,8 @@ type workerHost struct {
 	trips *tripCounter
 	store *onceq.RedisStore
 	warn  io.Writer
+	// shown is sideShown's catalog: the bench's type with WriteResult.
+	shown *onceq.Catalog
 }
 
 func newWorkerHost(env *redisEnv, warn io.Writer) (*workerHost, error) {
@@ -68,7 +73,11 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 	r := &serverRun{host: h, side: side, target: target, done: make(chan struct{})}
 	r.mux = asynq.NewServeMux()
 	var err error
-	r.srv, err = newServer(side == sideOnceq, h.rdb, h.store, asynq.Config{
+	var cat *onceq.Catalog
+	if side == sideShown {
+		cat = h.shown
+	}
+	r.srv, err = newServer(side == sideOnceq || side == sideShown, cat, h.rdb, h.store, asynq.Config{
 		Concurrency:       concurrency,
 		Queues:            map[string]int{queue: 1},
 		TaskCheckInterval: taskCheck,
@@ -116,10 +125,11 @@ type bareServer struct{ *asynq.Server }
 
 func (b bareServer) Shutdown(context.Context) error { b.Server.Shutdown(); return nil }
 
-// newServer is onceq's server (with onceq) or asynq's own on rdb.
-func newServer(withOnceq bool, rdb redis.UniversalClient, store onceq.Store, cfg asynq.Config) (server, error) {
+// newServer is onceq's server (with onceq, and the type options of cat,
+// which may be nil) or asynq's own on rdb.
+func newServer(withOnceq bool, cat *onceq.Catalog, rdb redis.UniversalClient, store onceq.Store, cfg asynq.Config) (server, error) {
 	if withOnceq {
-		return onceq.NewServer(rdb, store, cfg, onceq.MiddlewareOptions{})
+		return onceq.NewServer(rdb, store, cfg, onceq.MiddlewareOptions{Catalog: cat})
 	}
 	return bareServer{asynq.NewServerFromRedisClient(rdb, cfg)}, nil
 }
