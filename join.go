@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,8 +56,12 @@ var (
 		if err != nil {
 			panic(err)
 		}
-		return joinScripts("local function finish(KEYS, ARGV)\n"+string(finish)+"\nend\n", "asynq_ack", "ack.lua",
-			"done.lua", "done-unique.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua")
+		// kept: asynq keeps the task's hash (mark-as-complete), so onceq's
+		// fields leave it; done deletes it.
+		prelude := "local function finish(KEYS, ARGV)\n" + string(finish) + "\nend\n"
+		m := joinScripts(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
+		maps.Copy(m, joinScripts(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
+		return m
 	}()
 )
 

@@ -1,15 +1,18 @@
 -- onceq's completion, run before asynq's acknowledgement of the task in the
--- same call (join.go defines finish.lua as finish and asynq's done or
--- mark-as-complete script, unchanged, as asynq_ack above this).
+-- same call (join.go defines finish.lua as finish, kept (true for asynq's
+-- mark-as-complete, which keeps the task's hash; false for done, which
+-- deletes it), and asynq's script, unchanged, as asynq_ack above this).
 -- KEYS[1..n-2], ARGV[1..m-5] -> asynq's own
 -- KEYS[n-1] -> the task's hash, asynq:{<queue>}:t:<id>
 -- KEYS[n]   -> the task's idempotency record
 -- ARGV[m-4..m] -> finish.lua's: holder prefix, "d", now ms, result, done TTL ms
 -- Returns {finish's reply (1 written, 0 lease lost), asynq's reply}. The
 -- record is written even when asynq's reply is an error: the handler ran.
--- onceq's fields leave the task's hash, which asynq may keep for its retention.
+-- onceq's fields leave a task's hash that asynq keeps for its retention.
 local n, m = #KEYS, #ARGV
 local done = finish({KEYS[n]}, {ARGV[m-4], ARGV[m-3], ARGV[m-2], ARGV[m-1], ARGV[m]})
 local reply = asynq_ack()
-redis.call('HDEL', KEYS[n-1], 'onceq_rec', 'onceq_fp')
+if kept then
+  redis.call('HDEL', KEYS[n-1], 'onceq_rec', 'onceq_fp')
+end
 return {done, reply}

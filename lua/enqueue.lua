@@ -56,7 +56,9 @@ if KEYS[7] then
     return refuse()
   end
 end
-local state = redis.call('HGET', KEYS[1], 'state')
+-- Without states to replace from, asynq's own insert refuses an existing
+-- task: its state need not be read first.
+local state = ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'state')
 if state then
   if ARGV[5] == '' or not string.find(ARGV[5], ',' .. state .. ',', 1, true) then
     return refuse()
