@@ -17,7 +17,7 @@ const (
 	enqPlain    = "asynq"        // Client.Enqueue, no options: the baseline
 	enqPlainID  = "asynq+id"     // Client.Enqueue with TaskID + Retention
 	enqPlainHdr = "asynq+id+hdr" // the same, with onceq's fingerprint header on the task
-	enqDefault  = "default"      // Producer, unique window (TaskID + Retention)
+	enqDefault  = "default"      // Producer, unique window (TaskID, the record read in the insert)
 	enqWindow   = "window"       // Producer, unique window + time-window rule
 	enqRate     = "rate"         // Producer, unique window + rate rule
 	dupFirst    = "first"        // Producer, a key's first insert

@@ -215,7 +215,7 @@ func (r *Report) print(w io.Writer) {
 
 	sideTable(fmt.Sprintf("2. Enqueue, %d enqueues per side per round, sides alternating in chunks\n"+
 		"   asynq = Client.Enqueue, no options; asynq+id = with TaskID+Retention; asynq+id+hdr = also onceq's fingerprint header;\n"+
-		"   default = Producer, unique window (TaskID+Retention+header); window, rate = default + one rule", s.EnqueueN),
+		"   default = Producer, unique window (TaskID+header, its record read in the insert); window, rate = default + one rule", s.EnqueueN),
 		"op", func(g *group) bool { return strings.HasPrefix(g.Name, "enqueue") },
 		func(g *group, side string) string {
 			if side == enqPlain {
