@@ -89,8 +89,10 @@ const maxFailures = 3
 // window) costs exactly the one round trip of asynq's Enqueue: the key is the
 // asynq TaskID, which asynq refuses atomically while the task exists, and
 // the script that inserts it also refuses a key whose record is done
-// (guardEnqueue), so asynq need not keep a completed task (Spec.WriteResult). Outside Cluster its windows and rate rules are taken in
-// that same script; on Cluster (other slots) each adds one Reserve.
+// (guardEnqueue), so asynq need not keep a completed task (see
+// Spec.WriteResult for when it does). Outside Cluster its windows and rate
+// rules are taken in that same script; on Cluster (other slots) each adds
+// one Reserve.
 //
 // A refused insert is followed by two reads (task and record, in parallel)
 // that say what the key's state is, and so what the repeat gets: a task that
