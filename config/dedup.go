@@ -61,6 +61,15 @@ type Dedup struct {
 	// one asynq queue.
 	// Default: 1.
 	QueueShards int `envconfig:"ONCEQ_QUEUE_SHARDS" default:"1" desc:"asynq queues each queue is spread over (<queue>.0 ... <queue>.<n-1>, one Cluster slot each), 1 to 256; every binary must agree"`
+
+	// KeepCompleted keeps every task type's completed tasks in asynq for
+	// the unique window, with their results, for the dashboard's Completed
+	// tab (onceq.Spec.WriteResult). false: asynq deletes a task as it
+	// completes and the done record alone answers repeats and status,
+	// about a third of the Redis memory per remembered job. Producers and
+	// workers should agree.
+	// Default: true.
+	KeepCompleted bool `envconfig:"ONCEQ_KEEP_COMPLETED" default:"true" desc:"keep completed tasks and their results in asynq for the dashboard for the unique window; false keeps the done record alone (less Redis memory)"`
 }
 
 // MaxQueueShards bounds ONCEQ_QUEUE_SHARDS: each shard is one more queue

@@ -33,8 +33,10 @@ func (k *kinds) all() []*onceq.Kind {
 }
 
 // define applies the windows to s: the unique window where s sets none,
-// the repeat policy for its type (ONCEQ_ON_REPEAT) and the shard count.
+// the repeat policy for its type (ONCEQ_ON_REPEAT), the shard count and
+// whether its completed tasks are kept.
 func define[P any](w Windows, s onceq.Spec[P]) *onceq.Typed[P] {
+	s.WriteResult = s.WriteResult && !w.DropCompleted
 	if s.Unique == 0 {
 		s.Unique = w.Unique
 	}

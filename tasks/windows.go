@@ -28,6 +28,10 @@ type Windows struct {
 	// Shards spreads every type's queue over this many asynq queues
 	// (onceq.Spec.Shards, ONCEQ_QUEUE_SHARDS). Default: 1.
 	Shards int
+	// DropCompleted turns off every type's WriteResult: asynq deletes a
+	// completed task, and the dashboard has no Completed tab for it
+	// (ONCEQ_KEEP_COMPLETED=false). Default: false, they are kept.
+	DropCompleted bool
 }
 
 // Default windows.

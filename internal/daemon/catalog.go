@@ -15,7 +15,8 @@ func Catalog(d config.Dedup) (*tasks.Catalog, error) {
 		return nil, fmt.Errorf("config: ONCEQ_ON_REPEAT: %w", err)
 	}
 	c, err := tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
-		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow, OnRepeat: repeat, Shards: d.QueueShards})
+		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow, OnRepeat: repeat, Shards: d.QueueShards,
+		DropCompleted: !d.KeepCompleted})
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -61,5 +65,40 @@ func TestCatalogQueueShards(t *testing.T) {
 	}
 	if got := strings.Join(one.Served(map[string]int{"critical": 6, "default": 3}), " "); got != "critical default" {
 		t.Errorf("one shard serves %q, want the queues themselves", got)
+	}
+}
+
+// ONCEQ_KEEP_COMPLETED=false turns every type's dashboard copy off: no
+// result is written to asynq, and a job's task is enqueued without
+// retention, so asynq deletes it as it completes.
+func TestCatalogKeepCompleted(t *testing.T) {
+	rdb := redistest.Client(t)
+	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for _, keep := range []bool{true, false} {
+		c, err := Catalog(config.Dedup{KeepCompleted: keep, QueueShards: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range c.Kinds() {
+			if k.WriteResult != keep {
+				t.Errorf("keep %v: %s writes its result to asynq: %v", keep, k.Type, k.WriteResult)
+			}
+		}
+		j, err := c.Build(tasks.TypeEmail, fmt.Appendf(nil, `{"id":"keep-%v","to":"a@x.io","subject":"s","body":"b"}`, keep), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := producer.Enqueue(t.Context(), j)
+		if err != nil || out.Decision != onceq.Enqueued {
+			t.Fatalf("keep %v: enqueue %+v (%v)", keep, out, err)
+		}
+		want := time.Duration(0)
+		if keep {
+			want = tasks.DefaultUniqueWindow
+		}
+		if info, err := insp.GetTaskInfo(out.Queue, out.TaskID); err != nil || info.Retention != want {
+			t.Errorf("keep %v: task %+v (%v), want retention %v", keep, info, err, want)
+		}
 	}
 }
