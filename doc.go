@@ -113,8 +113,9 @@
 // # Round trips per task
 //
 // On a Server outside Redis Cluster a task costs the worker two Redis round
-// trips, as with bare asynq: the claim of a new key runs in asynq's dequeue
-// script and Complete (finish.lua) in its acknowledgement (join.go). Where
+// trips, as with bare asynq: the claim of a new key runs in the call of
+// asynq's dequeue (lua/dequeue.lua, asynq's script written out with the
+// claim) and Complete (finish.lua) in its acknowledgement (join.go). Where
 // that does not apply (a key with a running or failed record, another asynq
 // version, Cluster, a Middleware on an asynq server of your own) the claim
 // (one SET NX PX GET) and Complete are calls of their own: four round trips.

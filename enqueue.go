@@ -31,22 +31,24 @@ const guardAsynqVersion = "v0.26.0"
 //go:embed lua/asynq/*.lua
 var asynqLua embed.FS
 
-// guardScripts maps the SHA-1 of asynq's enqueueCmd and scheduleCmd to the
-// guard followed by that script, unchanged.
-var guardScripts = func() map[string]*redis.Script {
-	guard, err := luaFS.ReadFile("lua/enqueue.lua")
+// asynqScript is asynq's script lua/asynq/<name> and the SHA-1 asynq sends
+// for it.
+func asynqScript(name string) (src, sha string) {
+	b, err := asynqLua.ReadFile("lua/asynq/" + name)
 	if err != nil {
 		panic(err)
 	}
+	sum := sha1.Sum(b)
+	return string(b), hex.EncodeToString(sum[:])
+}
+
+// guardScripts maps the SHA-1 of asynq's enqueueCmd and scheduleCmd to the
+// guard followed by that script, unchanged.
+var guardScripts = func() map[string]*redis.Script {
 	out := map[string]*redis.Script{}
 	for _, name := range []string{"enqueue.lua", "schedule.lua"} {
-		src, err := asynqLua.ReadFile("lua/asynq/" + name)
-		if err != nil {
-			panic(err)
-		}
-		sum := sha1.Sum(src)
-		out[hex.EncodeToString(sum[:])] = redis.NewScript(
-			"local function asynq_insert()" + string(src) + "end\n" + string(guard))
+		src, sha := asynqScript(name)
+		out[sha] = redis.NewScript("local function asynq_insert()" + src + "end\n" + luaSource("enqueue.lua"))
 	}
 	return out
 }()

@@ -3,7 +3,7 @@ package onceq
 // This file, lua/dequeue.lua and lua/ack.lua are the worker's coupling to
 // asynq v0.26.0 (guardAsynqVersion). The client a Server gives asynq
 // recognises asynq's dequeue script and its four acknowledgement scripts by
-// the SHA-1 asynq sends, and runs onceq's claim after the dequeue, and its
+// the SHA-1 asynq sends, and runs onceq's claim with the dequeue, and its
 // completion before the acknowledgement, in the same call: two round trips
 // per task, as bare asynq. Whatever it does not recognise passes through
 // unchanged, and the middleware makes its own calls. join_test.go pins the
@@ -11,8 +11,6 @@ package onceq
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,37 +26,29 @@ import (
 	"github.com/onceq/onceq/internal/storerule"
 )
 
-// joinScripts maps the SHA-1 of each named asynq script (lua/asynq, byte
-// for byte asynq v0.26.0's) to one script: asynq's, unchanged, as the local
-// function fn, then lua/<tail>, which calls it. prelude goes first.
+// joinScripts maps the SHA-1 of each named asynq script to one script:
+// asynq's, unchanged, as the local function fn, then lua/<tail>, which
+// calls it. prelude goes first.
 func joinScripts(prelude, fn, tail string, names ...string) map[string]*redis.Script {
-	t, err := luaFS.ReadFile("lua/" + tail)
-	if err != nil {
-		panic(err)
-	}
 	out := map[string]*redis.Script{}
 	for _, name := range names {
-		src, err := asynqLua.ReadFile("lua/asynq/" + name)
-		if err != nil {
-			panic(err)
-		}
-		sum := sha1.Sum(src)
-		out[hex.EncodeToString(sum[:])] = redis.NewScript(prelude +
-			"local function " + fn + "()\n" + string(src) + "\nend\n" + string(t))
+		src, sha := asynqScript(name)
+		out[sha] = redis.NewScript(prelude + "local function " + fn + "()\n" + src + "\nend\n" + luaSource(tail))
 	}
 	return out
 }
 
 var (
-	dequeueJoins = joinScripts("", "asynq_dequeue", "dequeue.lua", "dequeue.lua")
-	ackJoins     = func() map[string]*redis.Script {
-		finish, err := luaFS.ReadFile("lua/finish.lua")
-		if err != nil {
-			panic(err)
-		}
+	// lua/dequeue.lua is asynq's dequeue written out with the claim: it
+	// stands in for asynq's script whole.
+	dequeueJoins = func() map[string]*redis.Script {
+		_, sha := asynqScript("dequeue.lua")
+		return map[string]*redis.Script{sha: redis.NewScript(luaSource("dequeue.lua"))}
+	}()
+	ackJoins = func() map[string]*redis.Script {
 		// kept: asynq keeps the task's hash (mark-as-complete), so onceq's
 		// fields leave it; done deletes it.
-		prelude := "local function finish(KEYS, ARGV)\n" + string(finish) + "\nend\n"
+		prelude := "local function finish(KEYS, ARGV)\n" + luaSource("finish.lua") + "\nend\n"
 		m := joinScripts(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
 		maps.Copy(m, joinScripts(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
 		return m
@@ -85,7 +75,7 @@ type joiner struct {
 	acks     map[string]*redis.Script // ackJoins; tests empty it
 	off      atomic.Bool
 	// claimArgs are lua/dequeue.lua's constant arguments: owner prefix,
-	// lease and grace in ms.
+	// the record's TTL (lease and grace) and grace in ms.
 	claimArgs [3]string
 
 	mu     sync.Mutex
@@ -137,7 +127,7 @@ func joining(rdb redis.UniversalClient, store Store, m *Middleware) redis.Univer
 	}
 	j := &joiner{m: m, store: s, dequeues: dequeueJoins, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	j.claimArgs = [3]string{bootOwner + "/", strconv.FormatInt(m.opts.Lease.Milliseconds(), 10),
+	j.claimArgs = [3]string{bootOwner + "/", strconv.FormatInt((m.opts.Lease + s.opts.FailedTTL).Milliseconds(), 10),
 		strconv.FormatInt(s.opts.FailedTTL.Milliseconds(), 10)}
 	m.join = j
 	go j.sweep()

@@ -9,13 +9,16 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-func mustScript(name string) *redis.Script {
+// luaSource is lua/<name>.
+func luaSource(name string) string {
 	src, err := luaFS.ReadFile("lua/" + name)
 	if err != nil {
 		panic(err) // embedded at build time: cannot happen
 	}
-	return redis.NewScript(string(src))
+	return string(src)
 }
+
+func mustScript(name string) *redis.Script { return redis.NewScript(luaSource(name)) }
 
 var (
 	claimScript     = mustScript("claim.lua")

@@ -1,11 +1,15 @@
--- onceq's claim, run after asynq's dequeue script in the same call (join.go
--- appends asynq's script unchanged above this, as asynq_dequeue).
+-- asynq v0.26.0's dequeue (lua/asynq/dequeue.lua) written out, with onceq's
+-- claim of the task it pops. join.go runs this in its place, recognised by
+-- the SHA-1 of asynq's script; TestJoinedDequeueIsAsynqs runs both on the
+-- same keys and compares. Written out rather than wrapped: asynq's script
+-- returns the message alone, and reading the task's id and onceq's fields
+-- back cost two more commands per task than one HMGET here.
 -- KEYS, ARGV[1..2] -> asynq's own: pending, paused, active, lease of one
 --   queue; the lease's expiry and the queue's task key prefix
 -- ARGV[3] -> owner prefix: this process's boot owner and '/'
 -- ARGV[4] -> proposed token (the worker's clock in µs)
 -- ARGV[5] -> now in ms, worker's clock
--- ARGV[6] -> lease in ms
+-- ARGV[6] -> the record's TTL in ms: lease and grace
 -- ARGV[7] -> grace in ms: how long a running record outlives its lease
 -- The task's hash carries onceq_rec (its record's key) and onceq_fp (its
 -- fingerprint) when onceq's producer guard enqueued it outside Cluster.
@@ -15,20 +19,30 @@
 -- ('|' as '_'), or {message, task id, 0, record key, record}: it exists, and
 -- the middleware decides from it (a done record) or makes its own claim (a
 -- running or failed one).
-local msg = asynq_dequeue()
-if not msg then
+if redis.call('EXISTS', KEYS[2]) == 1 then
   return nil
 end
-local id = redis.call('LINDEX', KEYS[3], 0)
-local f = redis.call('HMGET', ARGV[2] .. id, 'onceq_rec', 'onceq_fp')
-if not f[1] then
-  return msg
+local id = redis.call('RPOPLPUSH', KEYS[1], KEYS[3])
+if not id then
+  return nil
 end
-local owner = ARGV[3] .. string.gsub(id, '|', '_')
-local old = redis.call('SET', f[1],
-  string.format('r|%s|%s|1|%s|%s|%s|%s', ARGV[4], owner, ARGV[5], f[2] or '', ARGV[5], ARGV[7]),
-  'NX', 'PX', tonumber(ARGV[6]) + tonumber(ARGV[7]), 'GET')
+local key = ARGV[2] .. id
+redis.call('HSET', key, 'state', 'active')
+redis.call('HDEL', key, 'pending_since')
+redis.call('ZADD', KEYS[4], ARGV[1], id)
+local t = redis.call('HMGET', key, 'msg', 'onceq_rec', 'onceq_fp')
+if not t[2] then
+  return t[1]
+end
+local owner = id
+if string.find(id, '|', 1, true) then
+  owner = string.gsub(id, '|', '_')
+end
+local fp = t[3] or ''
+local old = redis.call('SET', t[2],
+  'r|' .. ARGV[4] .. '|' .. ARGV[3] .. owner .. '|1|' .. ARGV[5] .. '|' .. fp .. '|' .. ARGV[5] .. '|' .. ARGV[7],
+  'NX', 'PX', ARGV[6], 'GET')
 if not old then
-  return {msg, id, 1, f[1], f[2] or ''}
+  return {t[1], id, 1, t[2], fp}
 end
-return {msg, id, 0, f[1], old}
+return {t[1], id, 0, t[2], old}
