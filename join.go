@@ -319,8 +319,12 @@ func (j *joiner) ack(ctx context.Context, sha string, s *redis.Script, p *parked
 		}
 	}
 	v, err := s.Run(ctx, j.store.rdb, append(keys[:len(keys):len(keys)], task, recordKey(p.h.Key)),
-		append(args, holderPrefix(p.h), "d", time.Now().UnixMilli(), p.result, ttl.Milliseconds())...).Slice()
-	if err == nil && len(v) != 2 {
+		append(args, holderPrefix(p.h), "d", time.Now().UnixMilli(), p.result, ttl.Milliseconds())...).Result()
+	n := int64(1) // asynq's OK alone: the record was written
+	if r, ok := v.([]any); ok && len(r) == 2 {
+		n, _ = r[0].(int64)
+		v = r[1]
+	} else if _, ok := v.(string); !ok && err == nil {
 		err = fmt.Errorf("onceq: joined acknowledgement replied %v", v)
 	}
 	if err != nil {
@@ -330,11 +334,10 @@ func (j *joiner) ack(ctx context.Context, sha string, s *redis.Script, p *parked
 		out.SetErr(err)
 		return out
 	}
-	n, _ := v[0].(int64)
-	if aerr, ok := v[1].(error); ok {
+	if aerr, ok := v.(error); ok {
 		out.SetErr(aerr)
 	} else {
-		out.SetVal(v[1])
+		out.SetVal(v)
 	}
 	j.record(p, j.store.finish(ctx, opComplete, outcomeCompleted, p.h, n, nil))
 	return out

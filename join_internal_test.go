@@ -2,6 +2,7 @@ package onceq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -203,4 +204,79 @@ func queueState(t *testing.T, rdb *redis.Client, q string) string {
 		fmt.Fprintf(&b, "%s = %v\n", k, v)
 	}
 	return strings.ReplaceAll(b.String(), q, "Q")
+}
+
+// The joined acknowledgement answers asynq in each case its script can
+// end in: asynq's OK alone (record written), {0, OK} (the hold was stale:
+// nothing written), {1, error} (written, asynq's task gone). asynq gets its
+// own reply; the run hears ErrLeaseLost only when nothing was written.
+func TestJoinedAckReplies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	store, err := NewRedisStore(rdb, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMiddleware(store, MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	c, ok := joining(rdb, store, m).(joiningClient)
+	if !ok {
+		t.Fatal("no join on a RedisStore sharing a single client")
+	}
+	_, sha := asynqScript("done.lua")
+	for _, tc := range []struct {
+		name       string
+		stale      bool // another claim took the key after this run's
+		taskGone   bool // asynq's task is not active any more
+		wantDone   bool // the record ends done by this run
+		wantAsynq  string
+		wantRunErr error
+	}{
+		{name: "ok", wantDone: true, wantAsynq: "OK"},
+		{name: "stale", stale: true, wantAsynq: "OK", wantRunErr: ErrLeaseLost},
+		{name: "task gone", taskGone: true, wantDone: true, wantAsynq: "NOT FOUND"},
+	} {
+		k := Key{Namespace: "join:ack", ID: strings.ReplaceAll(tc.name, " ", "-")}
+		cl, err := store.Claim(ctx, k, "fp", time.Minute, "")
+		if err != nil || cl.Outcome != Acquired {
+			t.Fatal(cl.Outcome, err)
+		}
+		if tc.stale {
+			if err := store.Release(ctx, cl.Hold, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if c2, err := store.Claim(ctx, k, "fp", time.Minute, ""); err != nil || c2.Outcome != Acquired {
+				t.Fatal(c2.Outcome, err)
+			}
+		}
+		q, id := "ackq", k.TaskID()
+		pfx := "asynq:{" + q + "}:"
+		if !tc.taskGone {
+			rdb.LPush(ctx, pfx+"active", id)
+			rdb.ZAdd(ctx, pfx+"lease", redis.Z{Score: 1e10, Member: id})
+			rdb.HSet(ctx, pfx+"t:"+id, "msg", "m", "state", "active")
+		}
+		m.track(cl.Hold, func(error) {})
+		heard := make(chan error, 1)
+		c.j.parkAs(taskName(q, id), cl.Hold, []byte(`"r"`), 0, &resultSink{recorded: []func(error){func(err error) { heard <- err }}})
+		keys := []string{pfx + "active", pfx + "lease", pfx + "t:" + id, pfx + "processed:2026-12-04", pfx + "processed"}
+		got, err := c.EvalSha(ctx, sha, keys, id, time.Now().Add(time.Hour).Unix(), int64(1<<62)).Result()
+		if tc.wantAsynq == "OK" && (err != nil || got != "OK") || tc.wantAsynq != "OK" && (err == nil || !strings.Contains(err.Error(), tc.wantAsynq)) {
+			t.Errorf("%s: asynq got %v, %v; want %s", tc.name, got, err, tc.wantAsynq)
+		}
+		if runErr := <-heard; !errors.Is(runErr, tc.wantRunErr) || (tc.wantRunErr == nil) != (runErr == nil) {
+			t.Errorf("%s: the run heard %v, want %v", tc.name, runErr, tc.wantRunErr)
+		}
+		r, err := store.Status(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done := r.State == StatusDone && string(r.Result) == `"r"`; done != tc.wantDone {
+			t.Errorf("%s: record %s %s, want done by this run: %v", tc.name, r.State, r.Result, tc.wantDone)
+		}
+	}
 }

@@ -6,13 +6,18 @@
 -- KEYS[n-1] -> the task's hash, asynq:{<queue>}:t:<id>
 -- KEYS[n]   -> the task's idempotency record
 -- ARGV[m-4..m] -> finish.lua's: holder prefix, "d", now ms, result, done TTL ms
--- Returns {finish's reply (1 written, 0 lease lost), asynq's reply}. The
--- record is written even when asynq's reply is an error: the handler ran.
+-- Returns asynq's reply when the record was written and asynq's reply is
+-- its OK (the usual case: Redis builds no array), else {finish's reply (1
+-- written, 0 lease lost), asynq's reply}. The record is written even when
+-- asynq's reply is an error: the handler ran.
 -- onceq's fields leave a task's hash that asynq keeps for its retention.
 local n, m = #KEYS, #ARGV
 local done = finish({KEYS[n]}, {ARGV[m-4], ARGV[m-3], ARGV[m-2], ARGV[m-1], ARGV[m]})
 local reply = asynq_ack()
 if kept then
   redis.call('HDEL', KEYS[n-1], 'onceq_rec', 'onceq_fp')
+end
+if done == 1 and type(reply) == 'table' and reply.ok then
+  return reply
 end
 return {done, reply}
