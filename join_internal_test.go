@@ -21,20 +21,8 @@ import (
 func TestJoinExpires(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	store, err := NewRedisStore(rdb, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMiddleware(store, MiddlewareOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(ctx)
-	if joining(rdb, store, m) == rdb || m.join == nil {
-		t.Fatal("no join on a RedisStore sharing a single client")
-	}
-	j := m.join
+	store, m, jc := joined(t)
+	j := jc.j
 
 	done := Key{Namespace: "join:test", ID: "parked"}
 	c, err := store.Claim(ctx, done, "fp", time.Minute, "")
@@ -85,6 +73,27 @@ func TestJoinExpires(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d entries left in the join", left)
 	}
+}
+
+// joined is a middleware on a RedisStore of a fresh database, joined to
+// the client it gives asynq; it shuts down with the test.
+func joined(t *testing.T) (*RedisStore, *Middleware, joiningClient) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	store, err := NewRedisStore(rdb, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMiddleware(store, MiddlewareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	c, ok := joining(rdb, store, m).(joiningClient)
+	if !ok || m.join == nil {
+		t.Fatal("no join on a RedisStore sharing a single client")
+	}
+	return store, m, c
 }
 
 // lua/dequeue.lua stands in for asynq's dequeue: on the same keys it must
@@ -213,20 +222,8 @@ func queueState(t *testing.T, rdb *redis.Client, q string) string {
 func TestJoinedAckReplies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	store, err := NewRedisStore(rdb, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMiddleware(store, MiddlewareOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(ctx)
-	c, ok := joining(rdb, store, m).(joiningClient)
-	if !ok {
-		t.Fatal("no join on a RedisStore sharing a single client")
-	}
+	store, m, c := joined(t)
+	rdb := store.rdb
 	_, sha := asynqScript("done.lua")
 	for _, tc := range []struct {
 		name       string
