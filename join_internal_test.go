@@ -160,7 +160,11 @@ func TestJoinedDequeueIsAsynqs(t *testing.T) {
 			replies[side] = v
 		}
 		msg := replies["onceq"]
-		if r, ok := msg.([]any); ok {
+		r, claimed := msg.([]any)
+		if want := len(c.pending) > 0 && c.pending[0].guarded && c.pending[0].msg != "" && !c.paused; claimed != want {
+			t.Errorf("%s: joined dequeue claimed: %v, want %v (reply %q)", name, claimed, want, msg)
+		}
+		if claimed {
 			msg = r[0]
 			q := "onceq-" + strings.ReplaceAll(name, " ", "_")
 			id := c.pending[0].id // asynq pops the oldest

@@ -13,8 +13,9 @@
 -- ARGV[7] -> grace in ms: how long a running record outlives its lease
 -- The task's hash carries onceq_rec (its record's key) and onceq_fp (its
 -- fingerprint) when onceq's producer guard enqueued it outside Cluster.
--- Returns: nil (no task), asynq's message alone (nothing claimed: not a
--- guarded task), or {message, task id, 1, record key, fingerprint}: the
+-- Returns: nil (no task, or its hash has no message, as asynq's), asynq's
+-- message alone (nothing claimed: not a guarded task), or {message, task
+-- id, 1, record key, fingerprint}: the
 -- record was absent and is now running, held by owner prefix .. task id
 -- ('|' as '_'), or {message, task id, 0, record key, record}: it exists, and
 -- the middleware decides from it (a done record) or makes its own claim (a
@@ -31,8 +32,8 @@ redis.call('HSET', key, 'state', 'active')
 redis.call('HDEL', key, 'pending_since')
 redis.call('ZADD', KEYS[4], ARGV[1], id)
 local t = redis.call('HMGET', key, 'msg', 'onceq_rec', 'onceq_fp')
-if not t[2] then
-  return t[1]
+if not t[1] or not t[2] then
+  return t[1] -- no message (asynq's nil) or not a guarded task: no claim
 end
 local owner = id
 if string.find(id, '|', 1, true) then
