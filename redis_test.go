@@ -63,7 +63,10 @@ func TestTTLs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	s, _ := newStore(t, rdb, onceq.StoreOptions{DoneTTL: 50 * time.Millisecond, FailedTTL: 50 * time.Millisecond})
+	// TTLs long enough that all four keys still exist when listed on a
+	// loaded machine (50 ms was not), short enough to wait out below.
+	const ttl = 2 * time.Second
+	s, _ := newStore(t, rdb, onceq.StoreOptions{DoneTTL: ttl, FailedTTL: ttl})
 	done, failed, running := mustKey(t, "t", "done"), mustKey(t, "t", "failed"), mustKey(t, "t", "running")
 
 	c := mustClaim(t, s, done, "", time.Minute, onceq.Acquired)
@@ -75,7 +78,7 @@ func TestTTLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustClaim(t, s, running, "", 20*time.Millisecond, onceq.Acquired)
-	if _, err := s.Reserve(ctx, mustKey(t, "t", "window"), 50*time.Millisecond, "h"); err != nil {
+	if _, err := s.Reserve(ctx, mustKey(t, "t", "window"), ttl, "h"); err != nil {
 		t.Fatal(err)
 	}
 	// Every key the engine wrote carries a TTL.
