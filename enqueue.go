@@ -154,6 +154,9 @@ func (c guardingClient) EvalSha(ctx context.Context, sha string, keys []string, 
 	}
 	g.Ran = true
 	cmd := script.Run(ctx, c.UniversalClient, ks, argv...)
+	if cmd.Err() != nil { // a hook may fail a reply that came (WAIT): keep its error
+		return cmd
+	}
 	v, ok := cmd.Val().([]any)
 	out := redis.NewCmd(ctx)
 	switch {

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/redistest"
 )
@@ -82,5 +84,75 @@ func TestRequireReplicas(t *testing.T) {
 	}
 	if err := strict.Get(ctx, "single").Err(); err != nil {
 		t.Fatalf("reads need no replica: %v", err)
+	}
+}
+
+// A write that failed its WAIT is on the master and maybe on no replica. A
+// retry that only finds it (the refused duplicate of an enqueue) must fail
+// too until a replica has it, or a failover loses a job the producer called
+// accepted. The retry runs on connections of their own, whose last write a
+// replica has: Redis's WAIT still covers what the master had when the
+// retry's read-only script ran, and the producer must not turn that failed
+// reply into a duplicate (it did, and CI's Sentinel run lost 2 jobs).
+func TestWaitCoversWhatARetryFound(t *testing.T) {
+	t.Parallel()
+	master, replica := replicated(t)
+	ctx := context.Background()
+	type pay struct {
+		ID string `json:"id"`
+	}
+	kind := onceq.Define(onceq.Spec[pay]{Type: "durable:pay", ID: func(p pay) string { return p.ID }})
+	job := kind.Job(pay{ID: "p-1"})
+	producer := func() *onceq.Producer { // each on connections of its own
+		rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
+		t.Cleanup(func() { rdb.Close() })
+		if err := daemon.RequireReplicas(rdb, 1, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		return onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	}
+	first, retry := producer(), producer()
+	for i, p := range []*onceq.Producer{first, retry} { // asynq's first enqueue of a client also registers the queue
+		if _, err := p.Enqueue(ctx, kind.Job(pay{ID: fmt.Sprint("warm-", i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { replica.Resume() })
+	// asynq passes Redis errors on as text.
+	notReplicated := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), daemon.ErrNotReplicated.Error())
+	}
+	if _, err := first.Enqueue(ctx, job); !notReplicated(err) {
+		t.Fatalf("enqueue with the replica stopped: %v, want ErrNotReplicated", err)
+	}
+	if out, err := retry.Enqueue(ctx, job); !notReplicated(err) {
+		t.Fatalf("retry with the replica still stopped: %s, %v; want ErrNotReplicated (no replica has the task it found)", out.Decision, err)
+	}
+
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	var out onceq.Outcome
+	for deadline := time.Now().Add(30 * time.Second); ; { // until the replica has caught up
+		var err error
+		out, err = retry.Enqueue(ctx, job)
+		if err == nil && out.Decision == onceq.Duplicate {
+			break
+		}
+		if !notReplicated(err) || time.Now().After(deadline) {
+			t.Fatalf("retry once the replica is back: %s, %v; want a duplicate", out.Decision, err)
+		}
+	}
+	master.Stop() // kill -9; the replica takes over
+	rep := replica.Client(t)
+	if err := rep.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rep.Exists(ctx, "asynq:{"+out.Queue+"}:t:"+out.TaskID).Result(); err != nil || n != 1 {
+		t.Errorf("the accepted job's task is not on the promoted replica (%d, %v)", n, err)
 	}
 }
