@@ -142,11 +142,16 @@ func storm(t *testing.T, r *rig, peers effectCounter) {
 	t.Logf("storm: %d keys, %d sent by %d producers (%d enqueued, %d blocked, %d failed), %d raw redeliveries, %v worker-side duplicates; all done %s after the start (%s after the producers)",
 		len(jobs), sent, producers, sum.enqueued, sum.blocked, sum.failed, raw, workerDups,
 		time.Since(start).Round(time.Millisecond), settle.Round(time.Millisecond))
-	if sum.enqueued != len(jobs) || sum.enqueued+sum.blocked != sent || sum.failed != 0 {
-		t.Errorf("producers: %d enqueued, %d blocked, %d failed; want %d enqueued (one per key) and %d in all", sum.enqueued, sum.blocked, sum.failed, len(jobs), sent)
+	// A raw delivery races the producers: where a worker claims it first,
+	// every producer's send of that key is blocked and the raw delivery is
+	// the one that runs. Either way a key is enqueued by the producers at
+	// most once, and each producer enqueue meets exactly one extra delivery
+	// at the workers: the raw one, or its own if the raw one ran first.
+	if sum.enqueued > len(jobs) || sum.enqueued+sum.blocked != sent || sum.failed != 0 {
+		t.Errorf("producers: %d enqueued, %d blocked, %d failed; want at most %d enqueued (one per key) and %d in all", sum.enqueued, sum.blocked, sum.failed, len(jobs), sent)
 	}
-	if int(workerDups) != raw {
-		t.Errorf("workers acknowledged %v duplicates, want %d (one per extra delivery)", workerDups, raw)
+	if int(workerDups) != sum.enqueued {
+		t.Errorf("workers acknowledged %v duplicates, want %d (one per key the producers enqueued)", workerDups, sum.enqueued)
 	}
 	if blocked := sum.blocked + int(workerDups); blocked != sent+raw-len(jobs) {
 		t.Errorf("blocked %d in all, want every send but one per key: %d", blocked, sent+raw-len(jobs))
