@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq"
@@ -73,6 +74,30 @@ func TestRedisCluster(t *testing.T) {
 	})
 	if masters.Load() < 2 {
 		t.Fatalf("keys landed on %d masters; the test proves nothing about slots", masters.Load())
+	}
+
+	// What cannot run on Cluster is said once, when the server is built,
+	// at outcome off: not an error that feeds error-rate alerts.
+	var mu sync.Mutex
+	var events []onceq.Event
+	if _, err := onceq.NewServer(rdb, s, asynq.Config{}, onceq.MiddlewareOptions{Observer: func(_ context.Context, e onceq.Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ops := map[string]bool{}
+	for _, e := range events {
+		if e.Outcome != "off" {
+			t.Errorf("event %+v on Cluster at start-up, want outcome off", e)
+		}
+		ops[e.Op] = true
+	}
+	if !ops["recover"] || !ops["join"] || len(events) != 2 {
+		t.Errorf("start-up events on Cluster %+v, want one for the fast recoverer and one for the join", events)
 	}
 }
 

@@ -104,7 +104,7 @@ var BootOwner = bootOwner
 // queue if it finds it orphaned: "retried", "archived", or "" when it finds
 // it not orphaned or another step came first.
 func RecoverTask(ctx context.Context, rdb redis.UniversalClient, queue, id string) (string, error) {
-	os, err := findOrphans(ctx, rdb, queue)
+	os, err := findOrphans(ctx, rdb, queue, time.Time{})
 	if err != nil {
 		return "", err
 	}

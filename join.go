@@ -121,7 +121,7 @@ func joining(rdb redis.UniversalClient, store Store, m *Middleware) redis.Univer
 		return rdb // another store: nothing of it rides asynq's scripts
 	}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
-		m.opts.Observer(context.Background(), Event{Op: opJoin, Outcome: outcomeError,
+		m.opts.Observer(context.Background(), Event{Op: opJoin, Outcome: outcomeOff,
 			Reason: "on Redis Cluster a record is in its key's slot, not its queue's: claims and completions go as calls of their own"})
 		return rdb
 	}

@@ -17,6 +17,8 @@ const (
 	opEnqueue  = "enqueue"
 	opRecover  = "recover"
 	opJoin     = "join"
+	// A worker's write of its own liveness key (server.go).
+	opLiveness = "liveness"
 
 	outcomeClaimed    = storerule.OutcomeClaimed
 	outcomeDuplicate  = storerule.OutcomeDuplicate
@@ -37,19 +39,24 @@ const (
 	// claim held.
 	outcomeOrphaned     = "orphaned"
 	outcomeLeaseExpired = "lease_expired"
+	// A part of onceq that cannot run where it was started (the fast
+	// recoverer on Redis Cluster): said once, at start-up.
+	outcomeOff = "off"
 )
 
 // Event is one deduplication decision, handed to the Observer.
 type Event struct {
 	// Op is the operation: claim, extend, complete, release, reserve,
-	// enqueue or recover.
+	// enqueue, recover, join or liveness (a worker's write of its
+	// liveness key).
 	Op  string
 	Key Key
 	// Outcome is what it decided: claimed, duplicate, in_progress,
 	// mismatch (a done key claimed with other content), completed,
 	// released, extended, lease_lost, reserved, enqueued, throttled,
 	// conflict (a key enqueued again with other content), bad_payload,
-	// orphaned or lease_expired (a dead worker's task recovered) or error.
+	// orphaned or lease_expired (a dead worker's task recovered), off (a
+	// part that cannot run in this setup, said once at start-up) or error.
 	Outcome string
 	Token   int64  // the hold's token, where there is one
 	Reason  string // why a job was stopped or delayed; the error for "error"

@@ -28,9 +28,12 @@ func asynqKeys(q, id string, now time.Time) []string {
 }
 
 const (
-	statsTTL        = 90 * 24 * time.Hour // asynq keeps daily stats this long
-	archiveMaxAge   = 90 * 24 * time.Hour // and archived tasks at most this long
-	archiveMaxTasks = 10000               // and at most this many
+	// asynqLeaseMargin is how long after a lease ran out asynq's recoverer
+	// takes its task (its margin for clock skew).
+	asynqLeaseMargin = 30 * time.Second
+	statsTTL         = 90 * 24 * time.Hour // asynq keeps daily stats this long
+	archiveMaxAge    = 90 * 24 * time.Hour // and archived tasks at most this long
+	archiveMaxTasks  = 10000               // and at most this many
 )
 
 // failedAttempt returns msg with one more attempt counted, errMsg as its
@@ -138,10 +141,12 @@ func recoverOrphan(ctx context.Context, rdb redis.UniversalClient, o orphan, fai
 
 // findOrphans lists the active tasks of queue whose claim's owner has no
 // liveness key, and those asynq's lease ran out on with no claim held or a
-// claim whose lease ran out too: one
-// round trip for the active list, one for their records and leases, one
-// for their owners' liveness keys.
-func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) ([]orphan, error) {
+// claim whose lease ran out too: one round trip for the active list, one
+// for their records and leases, one for their owners' liveness keys.
+// writing is since when the caller has written its own liveness key: a
+// lease counts as over only once the caller could write for asynq's
+// whole margin after it ran out, as the lease's holder could extend it.
+func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string, writing time.Time) ([]orphan, error) {
 	p := "asynq:{" + queue + "}:"
 	ids, err := rdb.LRange(ctx, p+"active", 0, -1).Result()
 	if err != nil || len(ids) == 0 {
@@ -172,7 +177,8 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) (
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	now := float64(time.Now().Unix())
+	now := time.Now()
+	cutoff := float64(now.Add(-asynqLeaseMargin).Unix())
 	var out, check []*cand
 	for _, c := range cs {
 		v, err := c.rec.Result()
@@ -180,7 +186,7 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string) (
 			continue
 		}
 		l, lerr := c.lease.Result()
-		c.over = lerr == nil && l < now-30
+		c.over = lerr == nil && l < cutoff && now.Sub(writing) >= asynqLeaseMargin
 		rec, perr := unpack(v)
 		if errors.Is(err, redis.Nil) || (perr == nil && rec.state != 'r') {
 			if c.over {

@@ -86,7 +86,7 @@ func TestFastRecovererContract(t *testing.T) {
 
 	find := func() map[string]orphan {
 		t.Helper()
-		os, err := findOrphans(ctx, rdb, "default")
+		os, err := findOrphans(ctx, rdb, "default", time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,6 +243,39 @@ func TestServerWaitsOutTheLivenessTTL(t *testing.T) {
 	}
 }
 
+// A worker judges another only over time it could write its own liveness
+// key: while its own writes fail it judges nobody, and once they work again
+// an owner missing since long before is gone only a whole TTL later. (Redis
+// refusing writes keeps every worker from refreshing at once.)
+func TestServerJudgesOnlyWhileItWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, rdb := minuteServer(t)
+	k, _ := NewKey("wait:t", "judge")
+	hangActive(t, rdb, k)
+	if c, err := srv.store.Claim(ctx, k, "fp", time.Hour, bootOwner+"/"+k.TaskID()); err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	gone, t0 := map[string]time.Time{}, time.Now()
+	srv.writing.Store(0) // its own refresh failed
+	for _, at := range []time.Duration{0, time.Minute, 5 * time.Minute} {
+		if err := srv.recoverOnce(gone, at0(t0.Add(at))); err != nil || recordState(t, srv, k) != StatusRunning {
+			t.Fatalf("%v after the owner's key went, the judge not writing: %v, record %s; want the claim left alone",
+				at, err, recordState(t, srv, k))
+		}
+	}
+	t1 := t0.Add(5 * time.Minute)
+	srv.writing.Store(t1.UnixNano())
+	for _, at := range []time.Duration{0, time.Minute - time.Millisecond} {
+		if err := srv.recoverOnce(gone, at0(t1.Add(at))); err != nil || recordState(t, srv, k) != StatusRunning {
+			t.Fatalf("%v after the judge could write again: %v, record %s; want the claim left alone", at, err, recordState(t, srv, k))
+		}
+	}
+	if err := srv.recoverOnce(gone, at0(t1.Add(time.Minute))); err != nil || recordState(t, srv, k) != StatusFailed {
+		t.Fatalf("a whole TTL of the judge's own writes: %v, record %s; want the claim released", err, recordState(t, srv, k))
+	}
+}
+
 // at0 is a clock stopped at t.
 func at0(t time.Time) func() time.Time { return func() time.Time { return t } }
 
@@ -313,7 +346,8 @@ func hangActive(t *testing.T, rdb redis.UniversalClient, keys ...Key) {
 }
 
 // minuteServer is a Server with a one-minute liveness TTL on a Redis of
-// its own, never started, so its process keeps no liveness key.
+// its own, never started, so its process keeps no liveness key; it judges
+// others as one that has written its own key since long ago.
 func minuteServer(t *testing.T) (*Server, redis.UniversalClient) {
 	t.Helper()
 	rdb := redistest.Client(t)
@@ -321,6 +355,7 @@ func minuteServer(t *testing.T) (*Server, redis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.writing.Store(1)
 	return srv, rdb
 }
 
@@ -398,6 +433,14 @@ func TestServerRecoversALapsedClaimOfALiveOwner(t *testing.T) {
 	expect(held, StatusRunning, asynq.TaskStateActive, "claim's lease live, asynq's over: left alone")
 	expect(lapsed, StatusRunning, asynq.TaskStateActive, "claim's lease over, asynq's live: left alone")
 	setLease(lapsed, old)
+	// A judge that has written its own key for less than asynq's margin
+	// (Redis just took writes again) could not have seen the owner extend.
+	srv.writing.Store(time.Now().Add(-asynqLeaseMargin + 5*time.Second).UnixNano())
+	if err := srv.recoverOnce(gone, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	expect(lapsed, StatusRunning, asynq.TaskStateActive, "both leases over, the judge writing for 25 s: left alone")
+	srv.writing.Store(time.Now().Add(-asynqLeaseMargin).UnixNano())
 	if err := srv.recoverOnce(gone, time.Now); err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,11 @@ package onceq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -32,6 +34,12 @@ type Server struct {
 	live   time.Duration
 	stop   chan struct{}
 	loops  sync.WaitGroup
+	// writing is when this process's current run of successful liveness
+	// writes began (Unix ns); 0 while its last write failed. A worker that
+	// cannot write judges nobody: Redis refusing writes (OOM, NOREPLICAS,
+	// READONLY) keeps every worker from refreshing at once.
+	writing atomic.Int64
+	liveErr atomic.Pointer[error] // the last write's error; nil when it worked
 }
 
 // NewServer builds a Server on rdb (the caller owns and closes it) and
@@ -57,7 +65,12 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 	s := &Server{srv: asynq.NewServerFromRedisClient(joining(rdb, store, mw), ServerConfig(cfg)), mw: mw, rdb: rdb,
 		live: mw.opts.Liveness, stop: make(chan struct{}), queues: slices.Sorted(maps.Keys(cfg.Queues))}
 	if rs, ok := store.(*RedisStore); ok && rs.rdb == rdb && s.live > 0 {
-		s.store = rs
+		if _, cluster := rdb.(*redis.ClusterClient); cluster {
+			mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeOff,
+				Reason: errCrossSlot.Error() + ": on Redis Cluster asynq's own recoverer hands a dead worker's tasks back (1-2 minutes)"})
+		} else {
+			s.store = rs
+		}
 	}
 	return s, nil
 }
@@ -86,10 +99,39 @@ func (s *Server) Start(h asynq.Handler) error {
 	return s.srv.Start(s.mw.Wrap(h))
 }
 
+// setLive writes this process's liveness key; a failed write is retried
+// by the next tick, and until one works this worker recovers nobody.
 func (s *Server) setLive() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.live/3)
-	_ = s.rdb.Set(ctx, liveKey(bootOwner), "1", s.live).Err() // the next tick tries again
+	err := s.rdb.Set(ctx, liveKey(bootOwner), "1", s.live).Err()
 	cancel()
+	if err == nil {
+		s.writing.CompareAndSwap(0, time.Now().UnixNano())
+		s.liveErr.Store(nil)
+		return
+	}
+	s.writing.Store(0)
+	s.liveErr.Store(&err)
+	s.mw.opts.Observer(context.Background(), Event{Op: opLiveness, Outcome: outcomeError,
+		Reason: "cannot write this worker's liveness key (other workers may take it for dead): " + err.Error()})
+}
+
+// Liveness is why this process's last write of its liveness key failed;
+// nil while it keeps the key (or keeps none). Readiness probes use it: a
+// worker that cannot write its key may be taken for dead by the others
+// once Redis takes writes again.
+func (s *Server) Liveness() error {
+	if err := s.liveErr.Load(); err != nil {
+		return fmt.Errorf("onceq: liveness key: %w", *err)
+	}
+	return nil
+}
+
+// writingSince is when this process's current run of successful liveness
+// writes began; false while its last write failed.
+func (s *Server) writingSince() (time.Time, bool) {
+	ns := s.writing.Load()
+	return time.Unix(0, ns), ns != 0
 }
 
 // Shutdown stops fetching, waits up to cfg.ShutdownTimeout for handlers,
@@ -139,7 +181,7 @@ func (s *Server) recoverLoop() {
 		case <-tick.C:
 		}
 		if err := s.recoverOnce(gone, time.Now); errors.Is(err, errCrossSlot) {
-			s.mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeError,
+			s.mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeOff,
 				Reason: err.Error() + ": asynq's own recoverer takes over (1-2 minutes)"})
 			return
 		}
@@ -149,8 +191,16 @@ func (s *Server) recoverLoop() {
 // recoverOnce is one look at every queue; gone remembers since when each
 // held claim's owner has been missing. A sighting is dated after its read
 // and compared from before the next one, so a read that hung through a
-// Redis outage never stretches the absence it saw.
+// Redis outage never stretches the absence it saw. Only time this process
+// could write counts: an owner is gone once its key has been missing for a
+// whole TTL during which this process wrote its own, so a live owner that
+// could not write while this one could not either is never judged.
 func (s *Server) recoverOnce(gone map[string]time.Time, now func() time.Time) error {
+	since, writing := s.writingSince()
+	if !writing {
+		clear(gone) // what it saw while it could not write proves nothing
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.live)
 	defer cancel()
 	seen := map[string]bool{}
@@ -163,7 +213,7 @@ func (s *Server) recoverOnce(gone map[string]time.Time, now func() time.Time) er
 	}()
 	for _, q := range s.queues {
 		before := now()
-		orphans, err := findOrphans(ctx, s.rdb, q)
+		orphans, err := findOrphans(ctx, s.rdb, q, since)
 		if err != nil {
 			continue // Redis trouble: the next tick tries again
 		}
@@ -174,6 +224,9 @@ func (s *Server) recoverOnce(gone map[string]time.Time, now func() time.Time) er
 				first, ok := gone[o.holder]
 				if !ok {
 					gone[o.holder] = after
+				}
+				if since.After(first) {
+					first = since
 				}
 				if !ok || before.Sub(first) < s.live {
 					continue

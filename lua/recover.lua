@@ -58,9 +58,23 @@ end
 if redis.call('HGET', KEYS[1], 'msg') ~= ARGV[2] then
   return 0
 end
-if redis.call('LREM', KEYS[2], 0, ARGV[1]) == 0 then
+if not redis.call('LPOS', KEYS[2], ARGV[1]) then
   return 0
 end
+-- The first write may grow memory, so a Redis that refuses writes (OOM,
+-- NOREPLICAS, READONLY, MISCONF) refuses it and with it the whole step,
+-- before anything changed. (Once a script has written, Redis lets it go on
+-- under OOM: a write that frees memory first would let it half-run.)
+local res = 1
+if ARGV[4] == 'archive' then
+  redis.call('ZADD', KEYS[5], ARGV[10], ARGV[1])
+  res = 2
+else
+  -- Straight to the dequeue end of pending, as asynq's requeue on shutdown
+  -- does: asynq's recoverer would wait out a retry delay of 15 s or more.
+  redis.call('RPUSH', KEYS[4], ARGV[1])
+end
+redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if ARGV[5] ~= '' then
   -- Release, as finish.lua does: keep token, owner, attempts, first seen and
@@ -69,9 +83,7 @@ if ARGV[5] ~= '' then
   local head = string.match(v, '^r(|.*|)[^|]*|[^|]*$')
   redis.call('SET', KEYS[10], 'f' .. head .. ARGV[6] .. '|' .. ARGV[7], 'PX', ARGV[8])
 end
-local res = 1
-if ARGV[4] == 'archive' then
-  redis.call('ZADD', KEYS[5], ARGV[10], ARGV[1])
+if res == 2 then
   local old = redis.call('ZRANGE', KEYS[5], '-inf', ARGV[11], 'BYSCORE')
   if #old > 0 then
     for _, id in ipairs(old) do
@@ -87,11 +99,7 @@ if ARGV[4] == 'archive' then
     redis.call('ZREM', KEYS[5], unpack(extra))
   end
   redis.call('HSET', KEYS[1], 'msg', ARGV[3], 'state', 'archived')
-  res = 2
 else
-  -- Straight to the dequeue end of pending, as asynq's requeue on shutdown
-  -- does: asynq's recoverer would wait out a retry delay of 15 s or more.
-  redis.call('RPUSH', KEYS[4], ARGV[1])
   redis.call('HSET', KEYS[1], 'msg', ARGV[3], 'state', 'pending')
 end
 local n = redis.call('INCR', KEYS[6])
