@@ -52,6 +52,11 @@ var ErrShuttingDown = errors.New("shutting down")
 // write; /readyz names Redis's error code (NOREPLICAS, READONLY, OOM).
 var ErrRefusesWrites = errors.New("redis refuses writes")
 
+// ErrNoLiveness is what Ready wraps when a worker cannot write its liveness
+// key (other workers may take it for dead); /readyz names Redis's error
+// code where there is one.
+var ErrNoLiveness = errors.New("cannot keep its liveness key")
+
 // Routes registers /healthz, /readyz, /metrics and /monitoring/ on mux.
 func Routes(mux *http.ServeMux, o Options) {
 	if o.Log == nil {
@@ -79,6 +84,8 @@ func Routes(mux *http.ServeMux, o Options) {
 					why = "shutting down"
 				case errors.Is(err, ErrRefusesWrites):
 					why = "redis refuses writes (" + refusal(err) + ")"
+				case errors.Is(err, ErrNoLiveness):
+					why = ErrNoLiveness.Error() + " (" + refusal(err) + ")"
 				}
 				o.Log.Warn("admin: not ready", zap.String("reason", why), zap.Error(err))
 				http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
@@ -103,15 +110,18 @@ func Routes(mux *http.ServeMux, o Options) {
 }
 
 // refusal is the code of Redis's error (its first word: NOREPLICAS,
-// READONLY, OOM), or "not replicated" for a failed WAIT: no addresses or
-// messages for an unauthenticated reader.
+// READONLY, OOM), "not replicated" for a failed WAIT, or "unreachable":
+// no addresses or messages for an unauthenticated reader.
 func refusal(err error) string {
 	var re redis.Error
-	if errors.As(err, &re) {
+	switch {
+	case errors.As(err, &re):
 		code, _, _ := strings.Cut(re.Error(), " ")
 		return code
+	case errors.Is(err, ErrRefusesWrites):
+		return "not replicated"
 	}
-	return "not replicated"
+	return "unreachable"
 }
 
 // dashboardRoot is where the dashboard is mounted; asynqmon builds its

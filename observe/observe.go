@@ -5,6 +5,7 @@ package observe
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -25,7 +26,14 @@ type Metrics struct {
 	handler   *prometheus.HistogramVec
 	depUp     *prometheus.GaugeVec
 	build     *prometheus.GaugeVec
+	liveFail  prometheus.Counter
+	// liveWarned is when a failed liveness write was last logged (Unix ns).
+	liveWarned atomic.Int64
 }
+
+// liveWarnEvery bounds the warn lines of failed liveness writes: the
+// refresh retries every third of the TTL while Redis refuses writes.
+const liveWarnEvery = 10 * time.Second
 
 // NewMetrics registers onceq's collectors with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -51,8 +59,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "onceq_build_info",
 			Help: "1, labelled with the running build's version and commit.",
 		}, []string{"version", "commit"}),
+		liveFail: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "onceq_liveness_refresh_failures_total",
+			Help: "Failed writes of this worker's liveness key (Redis down or refusing writes); while they fail, other workers may take it for dead once writes come back.",
+		}),
 	}
-	reg.MustRegister(m.decisions, m.leaseLost, m.handler, m.depUp, m.build)
+	reg.MustRegister(m.decisions, m.leaseLost, m.handler, m.depUp, m.build, m.liveFail)
 	return m
 }
 
@@ -94,11 +106,24 @@ func (m *Metrics) Zero(side string, namespaces []string) {
 
 // Observer logs and counts every decision of one side. Decisions that stop
 // or delay a job are logged once at info, errors at warn, the hot path
-// (claims, completions) at debug. Payloads are never logged.
+// (claims, completions) at debug. Payloads are never logged. A failed
+// liveness write is counted on its own and logged at warn at most every
+// 10 s; a part that is off in this setup is one info line.
 func (m *Metrics) Observer(log *zap.Logger, side string) onceq.Observer {
 	return func(ctx context.Context, d onceq.Event) {
-		if d.Op == "extend" && d.Outcome == "extended" {
+		switch {
+		case d.Op == "extend" && d.Outcome == "extended":
 			return // heartbeats: neither news nor a decision
+		case d.Op == "liveness":
+			m.liveFail.Inc()
+			now := time.Now().UnixNano()
+			if last := m.liveWarned.Load(); now-last >= int64(liveWarnEvery) && m.liveWarned.CompareAndSwap(last, now) {
+				log.Warn("liveness key not written", zap.String("side", side), zap.String("reason", d.Reason))
+			}
+			return
+		case d.Outcome == "off":
+			log.Info("off in this setup", zap.String("side", side), zap.String("op", d.Op), zap.String("reason", d.Reason))
+			return
 		}
 		m.decisions.WithLabelValues(side, d.Key.Namespace, string(d.Outcome)).Inc()
 		if d.Outcome == "lease_lost" {

@@ -64,6 +64,44 @@ onceq_lease_lost_total{key_namespace="payment:charge"} 1
 	}
 }
 
+// A failed liveness write is counted each time and logged at warn once per
+// 10 s; a part that is off in this setup is an info line, never an error.
+func TestObserverLivenessAndOff(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := observe.NewMetrics(reg)
+	core, logs := observer.New(zapcore.DebugLevel)
+	obs := m.Observer(zap.New(core), "worker")
+	ctx := context.Background()
+	for range 5 {
+		obs(ctx, onceq.Event{Op: "liveness", Outcome: "error", Reason: "OOM command not allowed"})
+	}
+	obs(ctx, onceq.Event{Op: "recover", Outcome: "off", Reason: "on Redis Cluster"})
+	exp := `
+# HELP onceq_liveness_refresh_failures_total Failed writes of this worker's liveness key (Redis down or refusing writes); while they fail, other workers may take it for dead once writes come back.
+# TYPE onceq_liveness_refresh_failures_total counter
+onceq_liveness_refresh_failures_total 5
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "onceq_liveness_refresh_failures_total"); err != nil {
+		t.Fatal(err)
+	}
+	var warns, infos int
+	for _, e := range logs.All() {
+		switch e.Level {
+		case zapcore.WarnLevel:
+			warns++
+		case zapcore.InfoLevel:
+			infos++
+		}
+	}
+	if warns != 1 || infos != 1 || logs.Len() != 2 {
+		t.Errorf("%d warn and %d info lines of %d, want one of each", warns, infos, logs.Len())
+	}
+	if n := testutil.CollectAndCount(reg, "onceq_dedup_decisions_total"); n != 0 {
+		t.Errorf("%d decision series, want none: neither is a decision", n)
+	}
+}
+
 func TestHandlerDuration(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()

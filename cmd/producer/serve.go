@@ -157,7 +157,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		}
 		return err
 	}
-	d.SetReady()
+	d.SetReady(nil)
 	if len(cfg.Tokens) == 0 {
 		log.Warn("no ONCEQ_API_TOKENS: the API's non-webhook routes are open to anyone who can reach " + srv.Addr())
 	}

@@ -143,7 +143,12 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	// Stops fetching, waits up to ShutdownTimeout for handlers, then
 	// releases the claims it cut off.
 	d.OnStop("asynq server", srv.Shutdown)
-	d.SetReady()
+	d.SetReady(func() error {
+		if err := srv.Liveness(); err != nil {
+			return fmt.Errorf("%w: %w", admin.ErrNoLiveness, err)
+		}
+		return nil
+	})
 	log.Info("worker started",
 		zap.String("admin", "http://"+adm.Addr()), zap.String("dashboard", "http://"+adm.Addr()+"/monitoring/"),
 		zap.String("redis", d.Where), zap.Any("queues", cfg.Queues), zap.Int("shards", cfg.QueueShards),

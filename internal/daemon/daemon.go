@@ -59,6 +59,7 @@ type Daemon struct {
 	opts     Options
 	embedded bool
 	notReady atomic.Pointer[error] // why /readyz fails; nil when ready
+	checks   atomic.Pointer[func() error]
 	mu       sync.Mutex
 	stops    []stop
 	degraded map[string][]string // optional dependency -> its task types not ready
@@ -111,7 +112,9 @@ func New(o Options) (*Daemon, error) {
 	}
 	d.OnStop("redis client", func(context.Context) error { return d.Redis.Close() })
 	d.Where = Where(ro)
-	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "onceq_redis_up",
+			Help: "1 when Redis took the readiness probe's write at scrape time; 0 when it is unreachable or refuses writes."}, d.redisUp))
 	d.Metrics = observe.NewMetrics(d.Registry)
 	v, c := version.Get()
 	d.Metrics.Build(v, c)
@@ -140,8 +143,14 @@ var errWaitingForRedis = errors.New("waiting for Redis")
 func (d *Daemon) setNotReady(why error) { d.notReady.Store(&why) }
 
 // SetReady marks the process ready once its server runs; /readyz then
-// reports whether Redis answers.
-func (d *Daemon) SetReady() { d.notReady.Store(nil) }
+// reports whether Redis answers, and check's error when it has one (the
+// worker's: whether it keeps its liveness key). check may be nil.
+func (d *Daemon) SetReady(check func() error) {
+	if check != nil {
+		d.checks.Store(&check)
+	}
+	d.notReady.Store(nil)
+}
 
 // Ready is /readyz: not before SetReady, not during shutdown, not while
 // Redis does not answer, and not while it refuses writes. PING answers on
@@ -152,12 +161,34 @@ func (d *Daemon) Ready(ctx context.Context) error {
 	if why := d.notReady.Load(); why != nil {
 		return *why
 	}
+	if err := d.probeRedis(ctx); err != nil {
+		return err
+	}
+	if check := d.checks.Load(); check != nil {
+		return (*check)()
+	}
+	return nil
+}
+
+// probeRedis writes one short-lived key: Redis answers and takes writes.
+func (d *Daemon) probeRedis(ctx context.Context) error {
 	err := d.Redis.Set(ctx, readyKey, "1", 10*time.Second).Err()
 	var re redis.Error
 	if err != nil && (errors.As(err, &re) || errors.Is(err, ErrNotReplicated)) {
 		return fmt.Errorf("%w: %w", admin.ErrRefusesWrites, err)
 	}
 	return err
+}
+
+// redisUp is onceq_redis_up at scrape time: the readiness probe's write,
+// bounded well inside a scrape's timeout.
+func (d *Daemon) redisUp() float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if d.probeRedis(ctx) != nil {
+		return 0
+	}
+	return 1
 }
 
 // readyKey is what the readiness probe writes; its own hash tag keeps it off

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,7 +113,7 @@ func TestWaitsForRedis(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("WaitRedis did not return after Redis came up")
 	}
-	d.SetReady()
+	d.SetReady(nil)
 	if code, body := get(t, "http://"+adm.Addr()+"/readyz"); code != http.StatusOK {
 		t.Fatalf("readyz with Redis up: %d %q", code, body)
 	}
@@ -194,7 +195,7 @@ func TestNotReadyWhileWritesRefused(t *testing.T) {
 	if err := d.WaitRedis(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	d.SetReady()
+	d.SetReady(nil)
 	mux := http.NewServeMux()
 	admin.Routes(mux, admin.Options{Ready: d.Ready})
 	readyz := func() (int, string) {
@@ -212,12 +213,38 @@ func TestNotReadyWhileWritesRefused(t *testing.T) {
 	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "redis refuses writes (NOREPLICAS)") {
 		t.Fatalf("/readyz %d %q while Redis refuses writes", code, body)
 	}
+	if up := redisUp(t, d); up != 0 {
+		t.Errorf("onceq_redis_up %v while Redis refuses writes, want 0", up)
+	}
 	if err := rdb.ConfigSet(t.Context(), "min-replicas-to-write", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := readyz(); code != http.StatusOK {
 		t.Fatalf("/readyz %d %q once writes are accepted again", code, body)
 	}
+	if up := redisUp(t, d); up != 1 {
+		t.Errorf("onceq_redis_up %v with writes accepted, want 1", up)
+	}
+	srv.Stop()
+	if up := redisUp(t, d); up != 0 {
+		t.Errorf("onceq_redis_up %v with Redis stopped, want 0", up)
+	}
+}
+
+// redisUp is d's onceq_redis_up, as a scrape reads it.
+func redisUp(t *testing.T, d *daemon.Daemon) float64 {
+	t.Helper()
+	mfs, err := d.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "onceq_redis_up" && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no onceq_redis_up in the registry")
+	return -1
 }
 
 // Redis's default persistence, RDB snapshots without AOF, is warned about:
@@ -257,5 +284,45 @@ func TestNoRetries(t *testing.T) {
 		if got := c.Options().MaxRetries; (got == 0) != no {
 			t.Errorf("NoRetries %v: MaxRetries %d", no, got)
 		}
+	}
+}
+
+// A worker that cannot write its liveness key is not ready, though Redis
+// takes the probe's write, and /readyz names Redis's refusal.
+func TestNotReadyWithoutLiveness(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr}})
+	if err := d.WaitRedis(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rdb := srv.Client(t)
+	rdb.ConfigSet(t.Context(), "maxmemory", "1")
+	oom := rdb.Set(t.Context(), "k", "v", 0).Err() // as the worker's refresh got it
+	rdb.ConfigSet(t.Context(), "maxmemory", "0")
+	if oom == nil {
+		t.Fatal("no OOM error under maxmemory 1")
+	}
+	var live atomic.Pointer[error]
+	live.Store(&oom)
+	d.SetReady(func() error {
+		if err := live.Load(); err != nil {
+			return fmt.Errorf("%w: %w", admin.ErrNoLiveness, *err)
+		}
+		return nil
+	})
+	mux := http.NewServeMux()
+	admin.Routes(mux, admin.Options{Ready: d.Ready})
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "cannot keep its liveness key (OOM)") {
+		t.Fatalf("/readyz %d %q, want not ready: no liveness key (OOM)", code, body)
+	}
+	live.Store(nil)
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q once the key is written again", code, body)
 	}
 }
