@@ -320,6 +320,9 @@ func TestKEDAScaledObject(t *testing.T) {
 		t.Errorf("minReplicaCount %s: must be >= 1, or orphaned tasks are never recovered", deref(mn))
 	} else if mx := so.Spec.MaxReplicaCount; mx == nil || *mx < *mn {
 		t.Errorf("maxReplicaCount %s below minReplicaCount %d", deref(mx), *mn)
+	} else if w.replicas == nil || *mn != *w.replicas {
+		// KEDA's floor replaces the Deployment's count once it scales.
+		t.Errorf("minReplicaCount %d, want the overlay's worker count %s", *mn, deref(w.replicas))
 	}
 	queues := configuredQueues(t, m)
 	ns := so.Namespace // the worker's too: KEDA scales only in its own namespace
@@ -367,6 +370,26 @@ func TestKEDAScaledObject(t *testing.T) {
 	}
 	if hpas := all[*autoscalingv2.HorizontalPodAutoscaler](m); len(hpas) > 0 {
 		t.Errorf("prod renders HPA %s next to the ScaledObject: two autoscalers on one Deployment", hpas[0].Name)
+	}
+}
+
+// Every onceq container tells the Go runtime its memory limit (GOMEMLIMIT
+// from limits.memory), so the heap is collected harder near the limit
+// instead of the pod being OOM-killed past it.
+func TestGoMemLimitFromTheLimit(t *testing.T) {
+	for _, name := range append([]string{"base"}, overlays...) {
+		m := overlay(t, name)
+		for _, w := range onceqWorkloads(t, m) {
+			c := onceqContainer(t, w)
+			if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+				t.Errorf("%s/%s: no memory limit", name, w)
+			}
+			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+			if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ResourceFieldRef == nil ||
+				c.Env[i].ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+				t.Errorf("%s/%s: GOMEMLIMIT not set from limits.memory", name, w)
+			}
+		}
 	}
 }
 

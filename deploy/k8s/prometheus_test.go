@@ -125,7 +125,8 @@ func TestPrometheusRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"OnceqKeyConflicts", "OnceqLeaseLost", "OnceqQueueLatencyHigh",
-		"OnceqArchivedGrowing", "OnceqBlockedKeys", "OnceqHandlerErrors"} {
+		"OnceqArchivedGrowing", "OnceqBlockedKeys", "OnceqHandlerErrors",
+		"OnceqTargetDown", "OnceqRedisUnreachable", "OnceqLivenessWritesFailing"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s in %v", want, alerts)
 		}
@@ -150,4 +151,67 @@ func TestPrometheusRules(t *testing.T) {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// The prod overlay's alerts on series as the pods export them: a target
+// Prometheus cannot scrape, a daemon whose Redis is unreachable or refuses
+// writes, and a worker that cannot write its liveness key each fire for
+// their pod alone; a producer's key conflict fires, a client reusing an
+// Idempotency-Key with another body (side api, answered 422) does not.
+func TestPrometheusAlertsFire(t *testing.T) {
+	promtool := promtoolPath(t)
+	rules := all[*prometheusRule](overlay(t, "prod"))
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules in prod, want 1", len(rules))
+	}
+	dir := t.TempDir()
+	b, err := yaml.Marshal(rules[0].Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "onceq.rules.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type series struct {
+		Series string `json:"series"`
+		Values string `json:"values"`
+	}
+	type sample struct {
+		Labels string  `json:"labels"`
+		Value  float64 `json:"value"`
+	}
+	in := []series{
+		{`up{job="onceq-api",namespace="onceq",pod="api-1"}`, "1 0x19"},
+		{`up{job="onceq-dashboard",namespace="onceq",pod="worker-1"}`, "1x20"},
+		{`onceq_redis_up{job="onceq-dashboard",namespace="onceq",pod="worker-1"}`, "1 1 0x18"},
+		{`onceq_redis_up{job="onceq-dashboard",namespace="onceq",pod="worker-2"}`, "1x20"},
+		{`onceq_liveness_refresh_failures_total{job="onceq-dashboard",namespace="onceq",pod="worker-1"}`, "0 0 0+3x18"},
+		{`onceq_liveness_refresh_failures_total{job="onceq-dashboard",namespace="onceq",pod="worker-2"}`, "0x20"},
+		{`onceq_dedup_decisions_total{side="api",key_namespace="http",outcome="mismatch",pod="api-1"}`, "0 0+1x19"},
+		{`onceq_dedup_decisions_total{side="producer",key_namespace="payment:charge",outcome="conflict",pod="api-1"}`, "0 0 1x18"},
+	}
+	firing := []sample{
+		{`ALERTS{alertname="OnceqTargetDown",alertstate="firing",job="onceq-api",namespace="onceq",pod="api-1",severity="warning"}`, 1},
+		{`ALERTS{alertname="OnceqRedisUnreachable",alertstate="firing",job="onceq-dashboard",namespace="onceq",pod="worker-1",severity="critical"}`, 1},
+		{`ALERTS{alertname="OnceqLivenessWritesFailing",alertstate="firing",namespace="onceq",pod="worker-1",severity="warning"}`, 1},
+		{`ALERTS{alertname="OnceqKeyConflicts",alertstate="firing",key_namespace="payment:charge",side="producer",severity="warning"}`, 1},
+	}
+	test := map[string]any{
+		"rule_files":          []string{"onceq.rules.yaml"},
+		"evaluation_interval": "1m",
+		"tests": []any{map[string]any{"interval": "1m", "input_series": in,
+			"promql_expr_test": []any{map[string]any{"expr": `ALERTS{alertstate="firing"}`, "eval_time": "10m", "exp_samples": firing}}}},
+	}
+	if b, err = yaml.Marshal(test); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "alerts.test.yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", path)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules on the alerts: %v\n%s", err, out)
+	}
 }
