@@ -20,8 +20,11 @@ ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src
-# Dependencies first: this layer survives source edits.
-COPY go.mod go.sum ./
+# Dependencies first: this layer survives source edits. The workspace
+# (go.work) builds the daemon with the library and pgledger from this tree.
+COPY go.mod go.sum go.work go.work.sum ./
+COPY dedup/go.mod dedup/go.sum dedup/
+COPY pgledger/go.mod pgledger/go.sum pgledger/
 RUN go mod download
 COPY . .
 ARG VERSION=""

@@ -55,7 +55,7 @@ type Dedup struct {
 
 	// QueueShards spreads every task type's queue over this many asynq
 	// queues, <queue>.0 to <queue>.<n-1>, each in its own Redis Cluster
-	// slot (onceq.Spec.Shards): producers put a job in the shard its key
+	// slot (dedup.Spec.Shards): producers put a job in the shard its key
 	// hashes to, workers consume every shard of the queues they serve.
 	// Producers, the API and workers must agree on it. 1 keeps each queue
 	// one asynq queue.
@@ -64,7 +64,7 @@ type Dedup struct {
 
 	// KeepCompleted keeps every task type's completed tasks in asynq for
 	// the unique window, with their results, for the dashboard's Completed
-	// tab (onceq.Spec.WriteResult). false: asynq deletes a task as it
+	// tab (dedup.Spec.WriteResult). false: asynq deletes a task as it
 	// completes and the done record alone answers repeats and status,
 	// about a third of the Redis memory per remembered job. Producers and
 	// workers should agree.

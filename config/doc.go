@@ -1,6 +1,7 @@
-// Package config loads onceq's settings from the environment, and only from
-// the environment: every variable is named ONCEQ_<NAME> and nothing else is
-// read.
+// Package config loads the daemon's settings from the environment, and
+// only from the environment: every variable is named ONCEQ_<NAME> and
+// nothing else is read. It is the daemon's (cmd/worker, cmd/producer), not
+// a library API: the library takes its options as Go structs.
 //
 // There are no unprefixed fallbacks. envconfig, given a prefix, also looks up
 // the bare tag name (REDIS_URL, ENV, CONCURRENCY) when the prefixed one is

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceq/onceq/internal/pgtest"
+	"github.com/onceq/onceq/pgledger/pgtest"
 )
 
 // ExampleHandle has no Output line, since go test runs examples on machines

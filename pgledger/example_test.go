@@ -7,12 +7,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -49,14 +48,12 @@ func ExampleHandle() {
 	if _, err := ledger.Pool().Exec(ctx, `CREATE TABLE IF NOT EXISTS shipments (order_id text PRIMARY KEY, lines int NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	mr, _ := miniredis.Run() // an embedded Redis; use your own
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
-	orders := onceq.Define(onceq.Spec[Order]{Type: "order:fulfil", ID: func(o Order) string { return o.OrderID }})
-	catalog, _ := onceq.NewCatalog(orders.Kind)
-	srv, _ := onceq.NewServer(rdb, nil, asynq.Config{}, onceq.MiddlewareOptions{Catalog: catalog})
+	orders := dedup.Define(dedup.Spec[Order]{Type: "order:fulfil", ID: func(o Order) string { return o.OrderID }})
+	catalog, _ := dedup.NewCatalog(orders.Kind)
+	srv, _ := dedup.NewServer(rdb, nil, asynq.Config{}, dedup.MiddlewareOptions{Catalog: catalog})
 	mux := asynq.NewServeMux()
 	mux.Handle(orders.Type, pgledger.Handle(ledger, orders, func(ctx context.Context, tx pgx.Tx, o Order) (Shipment, error) {
 		fmt.Printf("shipping %s, %d lines\n", o.OrderID, o.Lines)
@@ -68,7 +65,7 @@ func ExampleHandle() {
 	}
 	defer srv.Shutdown(ctx)
 
-	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
 	job := orders.Job(Order{OrderID: "ord-1", Lines: 3})
 	if _, err := producer.Enqueue(ctx, job); err != nil {
 		log.Fatal(err)
@@ -76,7 +73,7 @@ func ExampleHandle() {
 	st, _ := producer.Wait(ctx, job, 10*time.Second)
 	fmt.Printf("%s %s\n", st.State, st.Result)
 
-	mr.FlushAll() // Redis forgets the job, its record and its result
+	rdb.FlushDB(ctx) // Redis forgets the job, its record and its result
 	if _, err := producer.Enqueue(ctx, job); err != nil {
 		log.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TxHandler is a task handler whose effects are statements on tx. It must
@@ -27,11 +27,11 @@ func (f TxHandlerFunc) ProcessTx(ctx context.Context, tx pgx.Tx, t *asynq.Task) 
 }
 
 // Handler runs h as an asynq handler under the ledger. Mount it behind
-// onceq's middleware (an onceq.Server): the key and fingerprint are the
+// onceq's middleware (an dedup.Server): the key and fingerprint are the
 // run's, and the result, stored or fresh, goes to the middleware's record.
 func (l *Ledger) Handler(h TxHandler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		run, ok := onceq.RunFromContext(ctx)
+		run, ok := dedup.RunFromContext(ctx)
 		if !ok {
 			return fmt.Errorf("pgledger: %s: no onceq run in the context: mount Ledger.Handler behind onceq's middleware: %w", t.Type(), asynq.SkipRetry)
 		}
@@ -39,25 +39,25 @@ func (l *Ledger) Handler(h TxHandler) asynq.Handler {
 			return h.ProcessTx(ctx, tx, t)
 		})
 		if err != nil {
-			if errors.Is(err, onceq.ErrConflict) {
+			if errors.Is(err, dedup.ErrConflict) {
 				return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 			}
 			return err
 		}
-		onceq.SetResult(ctx, out.Result)
+		dedup.SetResult(ctx, out.Result)
 		return nil
 	})
 }
 
-// Handle binds fn to t's type under the ledger: onceq.Handle decodes and
+// Handle binds fn to t's type under the ledger: dedup.Handle decodes and
 // validates the payload, fn's statements on tx commit together with the
 // ledger's record of the run, and a run the ledger already holds answers
 // with its stored result instead of running fn again. Mount it behind
-// onceq's middleware (an onceq.Server).
-func Handle[P, R any](l *Ledger, t *onceq.Typed[P], fn func(ctx context.Context, tx pgx.Tx, p P) (R, error)) asynq.Handler {
-	return onceq.Handle(t, func(ctx context.Context, p P) (R, error) {
+// onceq's middleware (an dedup.Server).
+func Handle[P, R any](l *Ledger, t *dedup.Typed[P], fn func(ctx context.Context, tx pgx.Tx, p P) (R, error)) asynq.Handler {
+	return dedup.Handle(t, func(ctx context.Context, p P) (R, error) {
 		var r R
-		run, _ := onceq.RunFromContext(ctx) // onceq.Handle always sets it
+		run, _ := dedup.RunFromContext(ctx) // dedup.Handle always sets it
 		out, err := l.Run(ctx, run.Key, run.Fingerprint, func(ctx context.Context, tx pgx.Tx) ([]byte, error) {
 			res, err := fn(ctx, tx, p)
 			if err != nil {
@@ -66,7 +66,7 @@ func Handle[P, R any](l *Ledger, t *onceq.Typed[P], fn func(ctx context.Context,
 			return json.Marshal(res)
 		})
 		switch {
-		case errors.Is(err, onceq.ErrConflict):
+		case errors.Is(err, dedup.ErrConflict):
 			return r, fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 		case err != nil:
 			return r, err

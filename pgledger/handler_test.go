@@ -8,8 +8,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -20,13 +20,13 @@ import (
 // ledger when Redis knows nothing.
 func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 	t.Parallel()
-	var seen []onceq.Event
-	l, pool := newLedger(t, pgledger.Options{Observer: func(_ context.Context, d onceq.Event) { seen = append(seen, d) }})
-	store, err := onceq.NewRedisStore(redistest.Client(t), onceq.StoreOptions{})
+	var seen []dedup.Event
+	l, pool := newLedger(t, pgledger.Options{Observer: func(_ context.Context, d dedup.Event) { seen = append(seen, d) }})
+	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := onceq.NewMiddleware(store, onceq.MiddlewareOptions{})
+	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 	runs := 0
 	h := mw.Wrap(l.Handler(pgledger.TxHandlerFunc(func(ctx context.Context, tx pgx.Tx, t *asynq.Task) ([]byte, error) {
 		runs++
-		run, _ := onceq.RunFromContext(ctx)
+		run, _ := dedup.RunFromContext(ctx)
 		return insertEffect(run.Key, `{"lines":2}`)(ctx, tx)
 	})))
 	k := key(t, "forget-1")
@@ -49,7 +49,7 @@ func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := pgledger.StatusStore{Store: store, Ledger: l}
-	if rec, err := st.Status(ctx, k); err != nil || rec.State != onceq.StatusDone || string(rec.Result) != `{"lines":2}` {
+	if rec, err := st.Status(ctx, k); err != nil || rec.State != dedup.StatusDone || string(rec.Result) != `{"lines":2}` {
 		t.Fatalf("status with Redis empty: %+v %v, want done from the ledger", rec, err)
 	}
 	if err := h.ProcessTask(ctx, task); err != nil {
@@ -59,7 +59,7 @@ func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 		t.Fatalf("handler ran %d times, %d effect rows; want 1 and 1", runs, effects(t, pool, k.String()))
 	}
 	rec, err := store.Status(ctx, k)
-	if err != nil || rec.State != onceq.StatusDone || string(rec.Result) != `{"lines":2}` {
+	if err != nil || rec.State != dedup.StatusDone || string(rec.Result) != `{"lines":2}` {
 		t.Fatalf("Redis record after the redelivery: %+v %v, want done with the ledger's result", rec, err)
 	}
 	if len(seen) != 1 || seen[0].Outcome != "duplicate" || seen[0].Key != k {
@@ -72,20 +72,20 @@ func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 func TestStatusStoreRunningFromRedis(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t, pgledger.Options{})
-	store, err := onceq.NewRedisStore(redistest.Client(t), onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := key(t, "running-1")
 	ctx := context.Background()
 	st := pgledger.StatusStore{Store: store, Ledger: l}
-	if rec, err := st.Status(ctx, k); err != nil || rec.State != onceq.StatusUnknown {
+	if rec, err := st.Status(ctx, k); err != nil || rec.State != dedup.StatusUnknown {
 		t.Fatalf("unknown key: %+v %v, want absent", rec, err)
 	}
 	if _, err := store.Claim(ctx, k, "", time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := st.Status(ctx, k); err != nil || rec.State != onceq.StatusRunning {
+	if rec, err := st.Status(ctx, k); err != nil || rec.State != dedup.StatusRunning {
 		t.Fatalf("claimed key: %+v %v, want running", rec, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Options configures a Ledger.
@@ -22,7 +22,7 @@ type Options struct {
 	NoRecord bool
 	// Observer sees the ledger's own decisions: a delivery the Redis claim
 	// let through that the ledger found done. Default: none.
-	Observer onceq.Observer
+	Observer dedup.Observer
 }
 
 // Ledger is the Postgres record of transactional jobs.
@@ -34,7 +34,7 @@ type Ledger struct {
 // New returns a Ledger on pool; call Migrate once at start-up.
 func New(pool *pgxpool.Pool, opts Options) *Ledger {
 	if opts.Observer == nil {
-		opts.Observer = func(context.Context, onceq.Event) {}
+		opts.Observer = func(context.Context, dedup.Event) {}
 	}
 	return &Ledger{pool: pool, opts: opts}
 }
@@ -91,10 +91,10 @@ func (l *Ledger) Close() { l.pool.Close() }
 // Pool is the ledger's connection pool.
 func (l *Ledger) Pool() *pgxpool.Pool { return l.pool }
 
-// Status reads key's ledger row as a onceq.Record; State is StateAbsent
+// Status reads key's ledger row as a dedup.Record; State is StateAbsent
 // when there is none. Only committed rows are seen.
-func (l *Ledger) Status(ctx context.Context, key onceq.Key) (onceq.Record, error) {
-	rec := onceq.Record{Key: key, State: onceq.StatusUnknown}
+func (l *Ledger) Status(ctx context.Context, key dedup.Key) (dedup.Record, error) {
+	rec := dedup.Record{Key: key, State: dedup.StatusUnknown}
 	var (
 		state     string
 		completed *time.Time
@@ -108,7 +108,7 @@ func (l *Ledger) Status(ctx context.Context, key onceq.Key) (onceq.Record, error
 	case err != nil:
 		return rec, fmt.Errorf("pgledger: status %q: %w", key.String(), err)
 	}
-	rec.State = onceq.Status(state)
+	rec.State = dedup.Status(state)
 	if completed != nil {
 		rec.CompletedAt = *completed
 	}

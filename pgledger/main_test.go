@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/onceq/onceq/internal/pgtest"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
+	"github.com/onceq/onceq/pgledger/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/onceq/onceq/internal/pgtest"
 	"github.com/onceq/onceq/pgledger"
+	"github.com/onceq/onceq/pgledger/pgtest"
 )
 
 // Pods starting together each migrate: every change applies once, and a

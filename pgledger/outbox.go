@@ -10,14 +10,14 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // StatusOutbox is the state of a job whose transaction committed and that
 // no relay has moved into asynq yet. It belongs to onceq's one status
 // vocabulary: StatusStore reports it, and so Producer.Status, `producer
 // status` and GET /v1/jobs show it.
-const StatusOutbox onceq.Status = "outbox"
+const StatusOutbox dedup.Status = "outbox"
 
 // outboxChannel is what EnqueueTx notifies on commit and relays LISTEN to.
 const outboxChannel = "onceq_outbox"
@@ -32,7 +32,7 @@ type policy struct {
 	Unique     time.Duration `json:"unique,omitempty"`
 	Rules      []rule        `json:"rules,omitempty"`
 	MaxRetry   int           `json:"max_retry,omitempty"`
-	Repeat     onceq.Repeat  `json:"repeat,omitzero"`
+	Repeat     dedup.Repeat  `json:"repeat,omitzero"`
 	KeepFailed bool          `json:"keep_failed,omitempty"`
 }
 
@@ -64,23 +64,23 @@ type rule struct {
 // too; the relay's enqueue then answers it as a duplicate, so it still
 // never runs twice. The schema comes from LedgerMigrations (Open applies
 // it). It costs one round trip, and a NOTIFY at commit.
-func EnqueueTx(ctx context.Context, tx pgx.Tx, j onceq.Job) (onceq.Outcome, error) {
+func EnqueueTx(ctx context.Context, tx pgx.Tx, j dedup.Job) (dedup.Outcome, error) {
 	switch {
 	case j.Err != nil:
-		return onceq.Outcome{}, j.Err
+		return dedup.Outcome{}, j.Err
 	case tx == nil:
-		return onceq.Outcome{}, errors.New("pgledger: enqueue tx: no transaction")
+		return dedup.Outcome{}, errors.New("pgledger: enqueue tx: no transaction")
 	case j.Task == nil:
-		return onceq.Outcome{}, errors.New("pgledger: enqueue tx: job has no task (build jobs with a Spec: Typed.Job or Catalog.Build)")
+		return dedup.Outcome{}, errors.New("pgledger: enqueue tx: job has no task (build jobs with a Spec: Typed.Job or Catalog.Build)")
 	case j.Queue == "":
-		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: job has no queue (build jobs with a Spec)", j.Key.String())
+		return dedup.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: job has no queue (build jobs with a Spec)", j.Key.String())
 	case j.Unique <= 0:
 		// Without it the task id is random, and a move repeated after a
 		// relay's crash would be a second task instead of a duplicate.
-		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: job has no unique window, so its key is not its task id (build jobs with a Spec)", j.Key.String())
+		return dedup.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: job has no unique window, so its key is not its task id (build jobs with a Spec)", j.Key.String())
 	}
-	if _, err := onceq.NewKey(j.Key.Namespace, j.Key.ID); err != nil {
-		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx: %w", err)
+	if _, err := dedup.NewKey(j.Key.Namespace, j.Key.ID); err != nil {
+		return dedup.Outcome{}, fmt.Errorf("pgledger: enqueue tx: %w", err)
 	}
 	key := j.Key.String()
 	pol := policy{Unique: j.Unique, MaxRetry: j.MaxRetry, Repeat: j.Repeat, KeepFailed: j.KeepFailed}
@@ -89,7 +89,7 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, j onceq.Job) (onceq.Outcome, erro
 	}
 	polJSON, err := json.Marshal(pol)
 	if err != nil {
-		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: %w", key, err)
+		return dedup.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: %w", key, err)
 	}
 	headers := j.Task.Headers()
 	if headers == nil {
@@ -136,39 +136,39 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, j onceq.Job) (onceq.Outcome, erro
 		err = cerr
 	}
 	if err != nil {
-		return onceq.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: %w", key, err)
+		return dedup.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: %w", key, err)
 	}
 
-	out := onceq.Outcome{Key: key, TaskID: j.Key.TaskID(), Queue: j.Queue, Incarnation: 1}
+	out := dedup.Outcome{Key: key, TaskID: j.Key.TaskID(), Queue: j.Queue, Incarnation: 1}
 	switch {
 	case id != nil:
-		out.Decision, out.State = onceq.Enqueued, StatusOutbox
+		out.Decision, out.State = dedup.Enqueued, StatusOutbox
 		out.Reason = "accepted into the outbox: enqueued by a relay after the commit"
 	case doneFP != nil && j.Fingerprint != "" && *doneFP != "" && *doneFP != j.Fingerprint,
 		doneFP == nil && outFP != nil && *outFP != j.Fingerprint:
-		out.Decision, out.State = onceq.Conflict, onceq.StatusUnknown
+		out.Decision, out.State = dedup.Conflict, dedup.StatusUnknown
 		out.Reason = "key " + key + " was accepted with other content; nothing was written to the outbox"
 	case doneFP != nil:
-		out.Decision, out.State, out.Result = onceq.Duplicate, onceq.StatusDone, result
+		out.Decision, out.State, out.Result = dedup.Duplicate, dedup.StatusDone, result
 		out.Reason = "already processed: done in the Postgres ledger"
 	default:
-		out.Decision, out.State = onceq.Duplicate, StatusOutbox
+		out.Decision, out.State = dedup.Duplicate, StatusOutbox
 		out.Reason = "already accepted: in the outbox"
 	}
 	return out, nil
 }
 
 // job rebuilds the Job EnqueueTx stored.
-func (r outboxRow) job() (onceq.Job, error) {
-	k, err := onceq.ParseKey(r.key)
+func (r outboxRow) job() (dedup.Job, error) {
+	k, err := dedup.ParseKey(r.key)
 	if err != nil {
-		return onceq.Job{}, err
+		return dedup.Job{}, err
 	}
 	var pol policy
 	if err := json.Unmarshal(r.policy, &pol); err != nil {
-		return onceq.Job{}, fmt.Errorf("policy: %w", err)
+		return dedup.Job{}, fmt.Errorf("policy: %w", err)
 	}
-	j := onceq.Job{
+	j := dedup.Job{
 		Task:        asynq.NewTaskWithHeaders(r.taskType, r.payload, r.headers),
 		Key:         k,
 		Fingerprint: r.fingerprint,
@@ -179,7 +179,7 @@ func (r outboxRow) job() (onceq.Job, error) {
 		KeepFailed:  pol.KeepFailed,
 	}
 	for _, x := range pol.Rules {
-		j.Rules = append(j.Rules, &onceq.Rule{Key: onceq.Key{Namespace: x.Namespace, ID: x.ID}, Window: x.Window, Repeats: x.Repeats})
+		j.Rules = append(j.Rules, &dedup.Rule{Key: dedup.Key{Namespace: x.Namespace, ID: x.ID}, Window: x.Window, Repeats: x.Repeats})
 	}
 	return j, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -169,13 +169,13 @@ func BenchmarkCommitToHandler(b *testing.B) {
 				enqueued = map[string]time.Time{}
 			)
 			started := make(chan string, 1)
-			srv, err := onceq.NewServer(w.rdb, nil, asynq.Config{Concurrency: 4, TaskCheckInterval: check,
-				Queues: map[string]int{"default": 1}, LogLevel: asynq.ErrorLevel}, onceq.MiddlewareOptions{})
+			srv, err := dedup.NewServer(w.rdb, nil, asynq.Config{Concurrency: 4, TaskCheckInterval: check,
+				Queues: map[string]int{"default": 1}, LogLevel: asynq.ErrorLevel}, dedup.MiddlewareOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			mux := asynq.NewServeMux()
-			mux.Handle(charges.Type, onceq.Handle(charges, func(ctx context.Context, c Charge) (string, error) {
+			mux.Handle(charges.Type, dedup.Handle(charges, func(ctx context.Context, c Charge) (string, error) {
 				started <- c.ID
 				return "", nil
 			}))
@@ -184,7 +184,7 @@ func BenchmarkCommitToHandler(b *testing.B) {
 			}
 			defer srv.Shutdown(ctx)
 			r, err := pgledger.NewRelay(w.pool, pgledger.RelayOptions{Producer: w.prod, Poll: time.Hour,
-				Observer: func(_ context.Context, e onceq.Event) {
+				Observer: func(_ context.Context, e dedup.Event) {
 					mu.Lock()
 					enqueued[e.Key.ID] = time.Now()
 					mu.Unlock()

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -26,20 +26,20 @@ type Charge struct {
 	Window string `json:"window,omitempty"`
 }
 
-func chargeSpec(typ string, repeat onceq.Repeat) *onceq.Typed[Charge] {
-	return onceq.Define(onceq.Spec[Charge]{Type: typ, ID: func(c Charge) string { return c.ID }, Repeat: repeat,
-		Rules: func(c Charge) ([]*onceq.Rule, error) {
+func chargeSpec(typ string, repeat dedup.Repeat) *dedup.Typed[Charge] {
+	return dedup.Define(dedup.Spec[Charge]{Type: typ, ID: func(c Charge) string { return c.ID }, Repeat: repeat,
+		Rules: func(c Charge) ([]*dedup.Rule, error) {
 			if c.Window == "" {
 				return nil, nil
 			}
-			return []*onceq.Rule{{Key: onceq.Key{Namespace: "charge:window", ID: c.Window}, Window: time.Minute}}, nil
+			return []*dedup.Rule{{Key: dedup.Key{Namespace: "charge:window", ID: c.Window}, Window: time.Minute}}, nil
 		}})
 }
 
 var (
-	charges   = chargeSpec("charge:once", onceq.Repeat{})
-	replaced  = chargeSpec("charge:replace", onceq.Repeat{Policy: "replace"})
-	debounced = chargeSpec("charge:debounce", onceq.Repeat{Policy: "debounce", Delay: time.Millisecond, MaxWait: time.Second})
+	charges   = chargeSpec("charge:once", dedup.Repeat{})
+	replaced  = chargeSpec("charge:replace", dedup.Repeat{Policy: "replace"})
+	debounced = chargeSpec("charge:debounce", dedup.Repeat{Policy: "debounce", Delay: time.Millisecond, MaxWait: time.Second})
 )
 
 // outboxWorld is a ledger's database, a real Redis and a Producer whose
@@ -48,8 +48,8 @@ type outboxWorld struct {
 	l     *pgledger.Ledger
 	pool  *pgxpool.Pool
 	rdb   *redis.Client
-	store onceq.Store
-	prod  *onceq.Producer
+	store dedup.Store
+	prod  *dedup.Producer
 	insp  *asynq.Inspector
 	seen  *events
 }
@@ -57,22 +57,22 @@ type outboxWorld struct {
 // events records observer events, safe across relays' goroutines.
 type events struct {
 	mu sync.Mutex
-	ev []onceq.Event
+	ev []dedup.Event
 }
 
-func (e *events) observe(_ context.Context, ev onceq.Event) {
+func (e *events) observe(_ context.Context, ev dedup.Event) {
 	e.mu.Lock()
 	e.ev = append(e.ev, ev)
 	e.mu.Unlock()
 }
 
 // count is how many events of key (any, when zero) had outcome.
-func (e *events) count(k onceq.Key, outcome string) int {
+func (e *events) count(k dedup.Key, outcome string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, ev := range e.ev {
-		if ev.Outcome == outcome && (k == onceq.Key{} || ev.Key == k) {
+		if ev.Outcome == outcome && (k == dedup.Key{} || ev.Key == k) {
 			n++
 		}
 	}
@@ -83,13 +83,13 @@ func newOutboxWorld(t testing.TB) *outboxWorld {
 	t.Helper()
 	l, pool := newLedger(t, pgledger.Options{})
 	rdb := redistest.Client(t)
-	rs, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	rs, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := pgledger.StatusStore{Store: rs, Ledger: l}
 	w := &outboxWorld{l: l, pool: pool, rdb: rdb, store: store, insp: asynq.NewInspectorFromRedisClient(rdb), seen: &events{}}
-	w.prod = onceq.NewProducer(rdb, store, onceq.ProducerOptions{Observer: w.seen.observe})
+	w.prod = dedup.NewProducer(rdb, store, dedup.ProducerOptions{Observer: w.seen.observe})
 	return w
 }
 
@@ -104,9 +104,9 @@ func (w *outboxWorld) relay(t *testing.T, opts pgledger.RelayOptions) *pgledger.
 }
 
 // commit runs EnqueueTx for j in a transaction of its own that commits.
-func (w *outboxWorld) commit(t *testing.T, j onceq.Job) onceq.Outcome {
+func (w *outboxWorld) commit(t *testing.T, j dedup.Job) dedup.Outcome {
 	t.Helper()
-	var out onceq.Outcome
+	var out dedup.Outcome
 	err := pgx.BeginFunc(context.Background(), w.pool, func(tx pgx.Tx) (err error) {
 		out, err = pgledger.EnqueueTx(context.Background(), tx, j)
 		return err
@@ -126,7 +126,7 @@ func (w *outboxWorld) rows(t *testing.T) int {
 	return n
 }
 
-func (w *outboxWorld) status(t *testing.T, k onceq.Key) onceq.JobStatus {
+func (w *outboxWorld) status(t *testing.T, k dedup.Key) dedup.JobStatus {
 	t.Helper()
 	st, err := w.prod.Status(context.Background(), k)
 	if err != nil {
@@ -144,7 +144,7 @@ func (w *outboxWorld) move(t *testing.T, r *pgledger.Relay) int {
 	return n
 }
 
-func job(t *testing.T, typ *onceq.Typed[Charge], c Charge) onceq.Job {
+func job(t *testing.T, typ *dedup.Typed[Charge], c Charge) dedup.Job {
 	t.Helper()
 	j := typ.Job(c)
 	if j.Err != nil {
@@ -170,7 +170,7 @@ func TestEnqueueTxCommitThenRelay(t *testing.T) {
 			return err
 		}
 		out, err := pgledger.EnqueueTx(ctx, tx, j)
-		if err == nil && (out.Decision != onceq.Enqueued || out.State != pgledger.StatusOutbox || out.TaskID != j.Key.TaskID()) {
+		if err == nil && (out.Decision != dedup.Enqueued || out.State != pgledger.StatusOutbox || out.TaskID != j.Key.TaskID()) {
 			t.Errorf("EnqueueTx: %+v, want enqueued into the outbox", out)
 		}
 		return err
@@ -188,7 +188,7 @@ func TestEnqueueTxCommitThenRelay(t *testing.T) {
 	if err != nil || info.State != asynq.TaskStatePending || string(info.Payload) != string(j.Task.Payload()) {
 		t.Fatalf("asynq task after the move: %+v %v, want pending with the job's payload", info, err)
 	}
-	if st := w.status(t, j.Key); st.State != onceq.StatusPending {
+	if st := w.status(t, j.Key); st.State != dedup.StatusPending {
 		t.Fatalf("status after the move: %+v, want pending", st)
 	}
 	if n := w.rows(t); n != 0 {
@@ -206,7 +206,7 @@ func TestEnqueueTxRollbackLeavesNoJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := pgledger.EnqueueTx(ctx, tx, j); err != nil || out.Decision != onceq.Enqueued {
+	if out, err := pgledger.EnqueueTx(ctx, tx, j); err != nil || out.Decision != dedup.Enqueued {
 		t.Fatalf("EnqueueTx: %+v %v", out, err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -219,7 +219,7 @@ func TestEnqueueTxRollbackLeavesNoJob(t *testing.T) {
 		t.Fatalf("status of a rolled-back job: %+v, want unknown", st)
 	}
 	// The key is free: the next committed job of it is accepted.
-	if out := w.commit(t, j); out.Decision != onceq.Enqueued {
+	if out := w.commit(t, j); out.Decision != dedup.Enqueued {
 		t.Fatalf("after the rollback: %+v, want enqueued", out)
 	}
 }
@@ -233,21 +233,21 @@ func TestEnqueueTxDecisions(t *testing.T) {
 	a, other := Charge{ID: "pay-a", Amount: 100}, Charge{ID: "pay-a", Amount: 999}
 
 	for _, c := range []struct {
-		typ          *onceq.Typed[Charge]
-		second, want onceq.Decision
+		typ          *dedup.Typed[Charge]
+		second, want dedup.Decision
 		rows         int
 	}{
-		{charges, onceq.Duplicate, onceq.Conflict, 1},
-		{replaced, onceq.Duplicate, onceq.Enqueued, 2},
-		{debounced, onceq.Enqueued, onceq.Enqueued, 3},
+		{charges, dedup.Duplicate, dedup.Conflict, 1},
+		{replaced, dedup.Duplicate, dedup.Enqueued, 2},
+		{debounced, dedup.Enqueued, dedup.Enqueued, 3},
 	} {
 		before := w.rows(t)
-		if out := w.commit(t, job(t, c.typ, a)); out.Decision != onceq.Enqueued {
+		if out := w.commit(t, job(t, c.typ, a)); out.Decision != dedup.Enqueued {
 			t.Fatalf("%s first: %+v", c.typ.Type, out)
 		}
 		if out := w.commit(t, job(t, c.typ, a)); out.Decision != c.second {
 			t.Fatalf("%s same content again: %+v, want %s", c.typ.Type, out, c.second)
-		} else if out.Decision == onceq.Duplicate && out.State != pgledger.StatusOutbox {
+		} else if out.Decision == dedup.Duplicate && out.State != pgledger.StatusOutbox {
 			t.Fatalf("%s duplicate: %+v, want state outbox", c.typ.Type, out)
 		}
 		if out := w.commit(t, job(t, c.typ, other)); out.Decision != c.want {
@@ -265,10 +265,10 @@ func TestEnqueueTxDecisions(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if out := w.commit(t, done); out.Decision != onceq.Duplicate || out.State != onceq.StatusDone || string(out.Result) != `{"charged":5}` {
+	if out := w.commit(t, done); out.Decision != dedup.Duplicate || out.State != dedup.StatusDone || string(out.Result) != `{"charged":5}` {
 		t.Fatalf("done in the ledger: %+v, want a duplicate with the result", out)
 	}
-	if out := w.commit(t, job(t, charges, Charge{ID: "pay-done", Amount: 6})); out.Decision != onceq.Conflict {
+	if out := w.commit(t, job(t, charges, Charge{ID: "pay-done", Amount: 6})); out.Decision != dedup.Conflict {
 		t.Fatalf("done in the ledger, other content: %+v, want conflict", out)
 	}
 }
@@ -289,9 +289,9 @@ func TestEnqueueTxConcurrentSameKey(t *testing.T) {
 				out, err := pgledger.EnqueueTx(context.Background(), tx, j)
 				switch {
 				case err != nil:
-				case out.Decision == onceq.Enqueued:
+				case out.Decision == dedup.Enqueued:
 					accepted.Add(1)
-				case out.Decision == onceq.Duplicate:
+				case out.Decision == dedup.Duplicate:
 					dups.Add(1)
 				}
 				return err
@@ -313,10 +313,10 @@ func TestEnqueueTxBadInput(t *testing.T) {
 	t.Parallel()
 	w := newOutboxWorld(t)
 	ctx := context.Background()
-	invalid := onceq.Define(onceq.Spec[Charge]{Type: "charge:strict", ID: func(c Charge) string { return c.ID },
+	invalid := dedup.Define(dedup.Spec[Charge]{Type: "charge:strict", ID: func(c Charge) string { return c.ID },
 		Validate: func(c Charge) error {
 			if c.Amount <= 0 {
-				return fmt.Errorf("amount %d: %w", c.Amount, onceq.ErrInvalid)
+				return fmt.Errorf("amount %d: %w", c.Amount, dedup.ErrInvalid)
 			}
 			return nil
 		}}).Job(Charge{ID: "x", Amount: -1})
@@ -326,18 +326,18 @@ func TestEnqueueTxBadInput(t *testing.T) {
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		for name, c := range map[string]struct {
 			tx pgx.Tx
-			j  onceq.Job
+			j  dedup.Job
 		}{
 			"invalid payload":  {tx, invalid},
-			"no task":          {tx, onceq.Job{Key: good.Key, Queue: "default"}},
+			"no task":          {tx, dedup.Job{Key: good.Key, Queue: "default"}},
 			"no queue":         {tx, noQueue},
 			"no unique window": {tx, noUnique},
 			"no transaction":   {nil, good},
-			"zero key":         {tx, onceq.Job{Task: good.Task, Queue: "default"}},
+			"zero key":         {tx, dedup.Job{Task: good.Task, Queue: "default"}},
 		} {
 			if out, err := pgledger.EnqueueTx(ctx, c.tx, c.j); err == nil {
 				t.Errorf("%s: %+v, want an error", name, out)
-			} else if name == "invalid payload" && !errors.Is(err, onceq.ErrInvalid) {
+			} else if name == "invalid payload" && !errors.Is(err, dedup.ErrInvalid) {
 				t.Errorf("%s: %v, want ErrInvalid", name, err)
 			}
 		}

@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // RelayOptions configures NewRelay.
 type RelayOptions struct {
 	// Producer enqueues the moved jobs. Required.
-	Producer *onceq.Producer
+	Producer *dedup.Producer
 	// Batch is how many rows one relay transaction locks and moves.
 	// Default: 100.
 	Batch int
@@ -32,7 +32,7 @@ type RelayOptions struct {
 	Retry time.Duration
 	// Observer sees every move, Op "relay": the Producer's decision
 	// (enqueued, duplicate, conflict, throttled) or "error". Default: none.
-	Observer onceq.Observer
+	Observer dedup.Observer
 }
 
 // opRelay names the relay's events.
@@ -77,7 +77,7 @@ func NewRelay(pool *pgxpool.Pool, opts RelayOptions) (*Relay, error) {
 		opts.Retry = time.Second
 	}
 	if opts.Observer == nil {
-		opts.Observer = func(context.Context, onceq.Event) {}
+		opts.Observer = func(context.Context, dedup.Event) {}
 	}
 	switch {
 	case pool == nil:
@@ -107,7 +107,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		wait := r.opts.Poll
 		switch {
 		case err != nil:
-			r.opts.Observer(ctx, onceq.Event{Op: opRelay, Outcome: "error", Reason: err.Error()})
+			r.opts.Observer(ctx, dedup.Event{Op: opRelay, Outcome: "error", Reason: err.Error()})
 			wait = r.opts.Retry
 		case n > 0:
 			// Moving a key's row makes its next row eligible: look again.
@@ -205,7 +205,7 @@ func (r *Relay) Move(ctx context.Context) (int, error) {
 				firstErr = m.err
 			}
 			later.Queue(postpone, batch[i].id, r.opts.Retry.Microseconds(), truncate(m.err.Error(), 1024))
-		case m.out.Decision == onceq.Throttled:
+		case m.out.Decision == dedup.Throttled:
 			later.Queue(postpone, batch[i].id, max(m.out.RetryAfter, time.Millisecond).Microseconds(), m.out.Reason)
 		default:
 			done = append(done, batch[i].id)
@@ -231,7 +231,7 @@ const postpone = `UPDATE onceq_outbox SET available_at = now() + $2::bigint * in
 
 // move is one row's enqueue.
 type move struct {
-	out     onceq.Outcome
+	out     dedup.Outcome
 	err     error
 	skipped bool // not tried: an earlier enqueue of the batch failed
 }
@@ -266,10 +266,10 @@ func (r *Relay) enqueue(ctx context.Context, batch []outboxRow) []move {
 				}
 				if m.err != nil {
 					failed.Store(true)
-					r.opts.Observer(ctx, onceq.Event{Op: opRelay, Key: j.Key, Outcome: "error", Reason: m.err.Error()})
+					r.opts.Observer(ctx, dedup.Event{Op: opRelay, Key: j.Key, Outcome: "error", Reason: m.err.Error()})
 					continue
 				}
-				r.opts.Observer(ctx, onceq.Event{Op: opRelay, Key: j.Key, Outcome: string(m.out.Decision), Reason: m.out.Reason})
+				r.opts.Observer(ctx, dedup.Event{Op: opRelay, Key: j.Key, Outcome: string(m.out.Decision), Reason: m.out.Reason})
 			}
 		})
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -50,7 +50,7 @@ func TestRelaysSideBySideEnqueueEachOnce(t *testing.T) {
 		w.commit(t, job(t, charges, Charge{ID: fmt.Sprintf("side-%03d", i), Amount: i}))
 	}
 	waitFor(t, "the outbox drained", func() bool { return w.rows(t) == 0 })
-	if e, d := w.seen.count(onceq.Key{}, "enqueued"), w.seen.count(onceq.Key{}, "duplicate"); e != n || d != 0 {
+	if e, d := w.seen.count(dedup.Key{}, "enqueued"), w.seen.count(dedup.Key{}, "duplicate"); e != n || d != 0 {
 		t.Fatalf("producer saw %d enqueued, %d duplicates; want %d and 0", e, d, n)
 	}
 	q, err := w.insp.GetQueueInfo("default")
@@ -67,7 +67,7 @@ func TestRelayRepeatedMoveIsDuplicate(t *testing.T) {
 	w := newOutboxWorld(t)
 	j := job(t, charges, Charge{ID: "crash-1", Amount: 1})
 	w.commit(t, j)
-	if o, err := w.prod.Enqueue(context.Background(), j); err != nil || o.Decision != onceq.Enqueued {
+	if o, err := w.prod.Enqueue(context.Background(), j); err != nil || o.Decision != dedup.Enqueued {
 		t.Fatalf("the dead relay's enqueue: %+v %v", o, err)
 	}
 	seen := &events{}
@@ -90,8 +90,8 @@ func TestRelayKeepsKeyOrder(t *testing.T) {
 	t.Parallel()
 	w := newOutboxWorld(t)
 	ctx := context.Background()
-	held := onceq.Key{Namespace: "charge:window", ID: "busy"}
-	rs, err := onceq.NewRedisStore(w.rdb, onceq.StoreOptions{})
+	held := dedup.Key{Namespace: "charge:window", ID: "busy"}
+	rs, err := dedup.NewRedisStore(w.rdb, dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestRelayWokenByNotify(t *testing.T) {
 	for _, id := range []string{"notify-1", "notify-2"} {
 		j := job(t, charges, Charge{ID: id, Amount: 1})
 		w.commit(t, j)
-		waitFor(t, id+" moved on NOTIFY", func() bool { return w.status(t, j.Key).State == onceq.StatusPending })
+		waitFor(t, id+" moved on NOTIFY", func() bool { return w.status(t, j.Key).State == dedup.StatusPending })
 	}
 }
 
@@ -194,7 +194,7 @@ func TestRelayPollsWithoutNotify(t *testing.T) {
 	if _, err := w.pool.Exec(ctx, `INSERT INTO onceq_outbox SELECT * FROM saved`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job moved by polling", func() bool { return w.status(t, j.Key).State == onceq.StatusPending })
+	waitFor(t, "the job moved by polling", func() bool { return w.status(t, j.Key).State == dedup.StatusPending })
 }
 
 // With Redis gone the move fails: the row stays, with the error, and the
@@ -204,11 +204,11 @@ func TestRelayRedisDownKeepsRow(t *testing.T) {
 	w := newOutboxWorld(t)
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	rs, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	rs, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := onceq.NewProducer(rdb, rs, onceq.ProducerOptions{})
+	prod := dedup.NewProducer(rdb, rs, dedup.ProducerOptions{})
 	r, err := pgledger.NewRelay(w.pool, pgledger.RelayOptions{Producer: prod, Retry: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Outcome is what Run did.
@@ -32,7 +32,7 @@ const failedRecordTimeout = 5 * time.Second
 // marks the row done. Another fingerprint is ErrMismatch only for a done
 // row; fingerprint "" skips that check. A work error
 // or panic rolls back the effects and the row alike.
-func (l *Ledger) Run(ctx context.Context, key onceq.Key, fingerprint string, work Work) (Outcome, error) {
+func (l *Ledger) Run(ctx context.Context, key dedup.Key, fingerprint string, work Work) (Outcome, error) {
 	if l.opts.NoRecord {
 		var res []byte
 		err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) (err error) {
@@ -59,11 +59,11 @@ func (l *Ledger) Run(ctx context.Context, key onceq.Key, fingerprint string, wor
 		if err != nil {
 			return fmt.Errorf("pgledger: lock %q: %w", key.String(), err)
 		}
-		done := state == string(onceq.StatusDone)
+		done := state == string(dedup.StatusDone)
 		// As in the Redis record: a failed row never blocks a new
 		// incarnation of the key, whose corrected payload is stored below.
 		if done && fingerprint != "" && stored != "" && stored != fingerprint {
-			return fmt.Errorf("%w: %q stored %s, task %s", onceq.ErrConflict, key.String(), stored, fingerprint)
+			return fmt.Errorf("%w: %q stored %s, task %s", dedup.ErrConflict, key.String(), stored, fingerprint)
 		}
 		if done {
 			out.Duplicate, out.Result = true, result
@@ -85,11 +85,11 @@ func (l *Ledger) Run(ctx context.Context, key onceq.Key, fingerprint string, wor
 	})
 	switch {
 	case errors.Is(err, errDuplicate):
-		l.opts.Observer(ctx, onceq.Event{Op: "claim", Key: key, Outcome: "duplicate",
+		l.opts.Observer(ctx, dedup.Event{Op: "claim", Key: key, Outcome: "duplicate",
 			Reason: "postgres ledger: done (the Redis record was missing)"})
 		return out, nil
 	case err != nil:
-		if !errors.Is(err, onceq.ErrConflict) {
+		if !errors.Is(err, dedup.ErrConflict) {
 			l.recordFailure(ctx, key, fingerprint, err)
 		}
 		return Outcome{}, err
@@ -102,7 +102,7 @@ var errDuplicate = errors.New("pgledger: duplicate")
 // recordFailure notes a rolled-back attempt for status readers, in its own
 // statement; it never touches a done row. Best effort: the job's own error
 // is what asynq acts on.
-func (l *Ledger) recordFailure(ctx context.Context, key onceq.Key, fingerprint string, cause error) {
+func (l *Ledger) recordFailure(ctx context.Context, key dedup.Key, fingerprint string, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedRecordTimeout)
 	defer cancel()
 	_, _ = l.pool.Exec(ctx, `INSERT INTO onceq_ledger AS l (key, state, fingerprint, attempts, error)

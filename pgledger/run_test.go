@@ -10,13 +10,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/pgledger"
 )
 
-func key(t *testing.T, id string) onceq.Key {
+func key(t *testing.T, id string) dedup.Key {
 	t.Helper()
-	k, err := onceq.NewKey("order:fulfil", id)
+	k, err := dedup.NewKey("order:fulfil", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,14 +24,14 @@ func key(t *testing.T, id string) onceq.Key {
 }
 
 // insertEffect is a unit of work: one application row per run.
-func insertEffect(k onceq.Key, result string) pgledger.Work {
+func insertEffect(k dedup.Key, result string) pgledger.Work {
 	return func(ctx context.Context, tx pgx.Tx) ([]byte, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO effects (key, n) VALUES ($1, 1)`, k.String())
 		return []byte(result), err
 	}
 }
 
-func status(t *testing.T, l *pgledger.Ledger, k onceq.Key) onceq.Record {
+func status(t *testing.T, l *pgledger.Ledger, k dedup.Key) dedup.Record {
 	t.Helper()
 	rec, err := l.Status(context.Background(), k)
 	if err != nil {
@@ -62,7 +62,7 @@ func TestRunErrorRollsBackThenRetryCommitsOnce(t *testing.T) {
 	if n := effects(t, pool, k.String()); n != 0 {
 		t.Fatalf("after the failed run: %d effect rows, want 0 (rolled back)", n)
 	}
-	if rec := status(t, l, k); rec.State != onceq.StatusFailed || rec.Attempts != 1 || rec.Error != boom.Error() {
+	if rec := status(t, l, k); rec.State != dedup.StatusFailed || rec.Attempts != 1 || rec.Error != boom.Error() {
 		t.Fatalf("after the failed run: %+v, want failed, 1 attempt, the error", rec)
 	}
 
@@ -74,7 +74,7 @@ func TestRunErrorRollsBackThenRetryCommitsOnce(t *testing.T) {
 		t.Fatalf("after the retry: %d effect rows, want 1", n)
 	}
 	rec := status(t, l, k)
-	if rec.State != onceq.StatusDone || string(rec.Result) != `{"ok":1}` || rec.Error != "" || rec.CompletedAt.IsZero() {
+	if rec.State != dedup.StatusDone || string(rec.Result) != `{"ok":1}` || rec.Error != "" || rec.CompletedAt.IsZero() {
 		t.Fatalf("after the retry: %+v, want done with the result", rec)
 	}
 
@@ -111,7 +111,7 @@ func TestRunPanicRollsBack(t *testing.T) {
 	if n := effects(t, pool, k.String()); n != 0 {
 		t.Fatalf("%d effect rows after a panic, want 0", n)
 	}
-	if rec := status(t, l, k); rec.State == onceq.StatusDone {
+	if rec := status(t, l, k); rec.State == dedup.StatusDone {
 		t.Fatalf("%+v after a panic, want not done", rec)
 	}
 }
@@ -179,7 +179,7 @@ func TestRunMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := l.Run(context.Background(), k, "fp-b", insertEffect(k, ""))
-	if !errors.Is(err, onceq.ErrConflict) {
+	if !errors.Is(err, dedup.ErrConflict) {
 		t.Fatalf("other payload under the same key: %v, want ErrMismatch", err)
 	}
 	if n := effects(t, pool, k.String()); n != 1 {
@@ -200,7 +200,7 @@ func TestRunFailedRowTakesOtherFingerprint(t *testing.T) {
 	if _, err := l.Run(context.Background(), k, "fp-b", insertEffect(k, "")); err != nil {
 		t.Fatalf("next incarnation with a corrected payload: %v", err)
 	}
-	if _, err := l.Run(context.Background(), k, "fp-a", insertEffect(k, "")); !errors.Is(err, onceq.ErrConflict) {
+	if _, err := l.Run(context.Background(), k, "fp-a", insertEffect(k, "")); !errors.Is(err, dedup.ErrConflict) {
 		t.Fatalf("the old payload after the done row: %v, want ErrMismatch", err)
 	}
 	if n := effects(t, pool, k.String()); n != 1 {
@@ -240,8 +240,8 @@ func TestPrune(t *testing.T) {
 	if n, err := l.Prune(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
 		t.Fatalf("prune after the rows: %d %v, want 2 (the done and the failed row)", n, err)
 	}
-	for _, k := range []onceq.Key{old, failed} {
-		if rec := status(t, l, k); rec.State != onceq.StatusUnknown {
+	for _, k := range []dedup.Key{old, failed} {
+		if rec := status(t, l, k); rec.State != dedup.StatusUnknown {
 			t.Fatalf("pruned row: %+v", rec)
 		}
 	}

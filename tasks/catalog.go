@@ -7,17 +7,17 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // kinds are the built-in task types under one set of windows.
 type kinds struct {
-	emails   *onceq.Typed[Email]
-	sms      *onceq.Typed[SMS]
-	scans    *onceq.Typed[Scan]
-	payments *onceq.Typed[Payment]
-	webhooks *onceq.Typed[Webhook]
-	orders   *onceq.Typed[Order]
+	emails   *dedup.Typed[Email]
+	sms      *dedup.Typed[SMS]
+	scans    *dedup.Typed[Scan]
+	payments *dedup.Typed[Payment]
+	webhooks *dedup.Typed[Webhook]
+	orders   *dedup.Typed[Order]
 }
 
 func newKinds(w Windows) *kinds {
@@ -28,14 +28,14 @@ func newKinds(w Windows) *kinds {
 	return k
 }
 
-func (k *kinds) all() []*onceq.Kind {
-	return []*onceq.Kind{k.emails.Kind, k.sms.Kind, k.scans.Kind, k.payments.Kind, k.webhooks.Kind, k.orders.Kind}
+func (k *kinds) all() []*dedup.Kind {
+	return []*dedup.Kind{k.emails.Kind, k.sms.Kind, k.scans.Kind, k.payments.Kind, k.webhooks.Kind, k.orders.Kind}
 }
 
 // define applies the windows to s: the unique window where s sets none,
 // the repeat policy for its type (ONCEQ_ON_REPEAT), the shard count and
 // whether its completed tasks are kept.
-func define[P any](w Windows, s onceq.Spec[P]) *onceq.Typed[P] {
+func define[P any](w Windows, s dedup.Spec[P]) *dedup.Typed[P] {
 	s.WriteResult = s.WriteResult && !w.DropCompleted
 	if s.Unique == 0 {
 		s.Unique = w.Unique
@@ -46,7 +46,7 @@ func define[P any](w Windows, s onceq.Spec[P]) *onceq.Typed[P] {
 	if r, ok := w.OnRepeat[s.Type]; ok {
 		s.Repeat = r
 	}
-	return onceq.Define(s)
+	return dedup.Define(s)
 }
 
 // The built-in types under the default windows, for code that builds jobs
@@ -70,19 +70,19 @@ var handlers = map[string]func(Deps) asynq.Handler{
 // Catalog is the daemon's catalog: the built-in types (and any extra ones)
 // under the configured windows, and the handlers that run the built-in ones.
 type Catalog struct {
-	*onceq.Catalog
+	*dedup.Catalog
 	kinds *kinds
 }
 
 // NewCatalog returns the catalog of the built-in types plus extra under
 // windows w (zero fields take the defaults).
-func NewCatalog(w Windows, extra ...*onceq.Kind) (*Catalog, error) {
+func NewCatalog(w Windows, extra ...*dedup.Kind) (*Catalog, error) {
 	w = w.withDefaults()
 	if err := w.validate(); err != nil {
 		return nil, err
 	}
 	k := newKinds(w)
-	c, err := onceq.NewCatalog(append(k.all(), extra...)...)
+	c, err := dedup.NewCatalog(append(k.all(), extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func (c *Catalog) KeepFailed() []string {
 
 // Served returns the asynq queues a worker serving queues (ONCEQ_QUEUES,
 // by logical name) consumes, sorted: each queue's shards (Kind.Queues) when
-// the catalog spreads it, else the queue itself, as onceq.NewServer lists them.
+// the catalog spreads it, else the queue itself, as dedup.NewServer lists them.
 func (c *Catalog) Served(queues map[string]int) []string {
 	var out []string
 	for q := range queues {

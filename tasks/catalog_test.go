@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -28,10 +28,10 @@ func TestCatalogBuildAgrees(t *testing.T) {
 	if j := mustJob(t)(c.Build(tasks.TypeWebhook, wh, "delivery-7", "")); j.Key.String() != "webhook:process/acme:evt_1" {
 		t.Fatalf("webhook key %v", j.Key)
 	}
-	if _, err := c.Build("fax:send", []byte(`{}`), "", ""); !errors.Is(err, onceq.ErrInvalid) {
+	if _, err := c.Build("fax:send", []byte(`{}`), "", ""); !errors.Is(err, dedup.ErrInvalid) {
 		t.Fatalf("unknown type: %v", err)
 	}
-	if _, err := c.Build(tasks.TypeEmail, []byte(`{"to":`), "", ""); !errors.Is(err, onceq.ErrMalformed) {
+	if _, err := c.Build(tasks.TypeEmail, []byte(`{"to":`), "", ""); !errors.Is(err, dedup.ErrMalformed) {
 		t.Fatalf("malformed: %v", err)
 	}
 }
@@ -86,7 +86,7 @@ func TestCatalogBuildRefusesWhatHandlersRefuse(t *testing.T) {
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("%s: Build = %v, want a job", tc.name, err)
-		case !tc.ok && !errors.Is(err, onceq.ErrInvalid):
+		case !tc.ok && !errors.Is(err, dedup.ErrInvalid):
 			t.Errorf("%s: Build = %v, want ErrInvalid", tc.name, err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestCatalogKinds(t *testing.T) {
 	if _, err := tasks.NewCatalog(tasks.Windows{}, tasks.Emails.Kind, tasks.Emails.Kind); err == nil {
 		t.Fatal("a type defined twice was accepted")
 	}
-	if _, err := tasks.NewCatalog(tasks.Windows{}, &onceq.Kind{Type: "hand:made"}); err == nil {
+	if _, err := tasks.NewCatalog(tasks.Windows{}, &dedup.Kind{Type: "hand:made"}); err == nil {
 		t.Fatal("a Kind not made by Define was accepted")
 	}
 	if _, err := tasks.NewCatalog(tasks.Windows{PaymentRate: -1}); err == nil {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/tasks"
 )
@@ -24,14 +24,14 @@ func TestDecodeRefusesAmbiguousPayloads(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var p tasks.Payment
-			if err := strictjson.Decode([]byte(in), &p); !errors.Is(err, onceq.ErrInvalid) {
+			if err := strictjson.Decode([]byte(in), &p); !errors.Is(err, dedup.ErrInvalid) {
 				t.Fatalf("Decode(%s) = %v (amount %d), want ErrInvalid", in, err, p.Amount)
 			}
 			c, err := tasks.NewCatalog(tasks.Windows{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Build(tasks.TypePayment, []byte(in), "", ""); !errors.Is(err, onceq.ErrMalformed) {
+			if _, err := c.Build(tasks.TypePayment, []byte(in), "", ""); !errors.Is(err, dedup.ErrMalformed) {
 				t.Fatalf("Build(%s) = %v, want ErrMalformed", in, err)
 			}
 		})

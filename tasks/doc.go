@@ -1,8 +1,10 @@
 // Package tasks holds the daemon's built-in task types, an application of
-// the onceq library: email:send, sms:send, scan:file, payment:charge,
-// webhook:process and order:fulfil. Each is one file: its payload and
-// validation, an onceq.Spec built from the configured Windows, and its
-// handler, bound to the Spec with onceq.Handle. The handlers talk to the
+// the library (github.com/onceq/onceq/dedup): email:send, sms:send,
+// scan:file, payment:charge, webhook:process and order:fulfil. It is the
+// daemon's, not a library API: programs of your own define their types
+// with dedup.Define. Each is one file: its payload and validation, a
+// dedup.Spec built from the configured Windows, and its
+// handler, bound to the Spec with dedup.Handle. The handlers talk to the
 // outside through small ports declared beside the type that needs them
 // (Mailer, SMSSender, Gateway, and the Scanner's ScanEngine); the adapters
 // that implement them live in packages named for what they talk to

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -12,7 +12,7 @@ import (
 // scan's is its scan window.
 func TestCatalogDoneTTL(t *testing.T) {
 	t.Parallel()
-	reports := onceq.Define(onceq.Spec[Invoice]{
+	reports := dedup.Define(dedup.Spec[Invoice]{
 		Type:     "report:build",
 		ID:       func(i Invoice) string { return i.InvoiceID },
 		Validate: func(Invoice) error { return nil },
@@ -38,7 +38,7 @@ func TestCatalogDoneTTL(t *testing.T) {
 // worker's onceq_blocked_keys gauge reads; no built-in type keeps them.
 func TestCatalogKeepFailed(t *testing.T) {
 	t.Parallel()
-	audits := onceq.Define(onceq.Spec[Invoice]{
+	audits := dedup.Define(dedup.Spec[Invoice]{
 		Type:       "audit:file",
 		ID:         func(i Invoice) string { return i.InvoiceID },
 		Validate:   func(Invoice) error { return nil },

@@ -13,7 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TypeEmail sends one email.
@@ -37,7 +37,7 @@ type Email struct {
 
 func (e Email) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeEmail, onceq.ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeEmail, dedup.ErrInvalid}, a...)...)
 	}
 	switch {
 	case e.To == "":
@@ -65,8 +65,8 @@ func (e Email) validate() error {
 }
 
 // emailSpec is the email:send declaration.
-func emailSpec(Windows) onceq.Spec[Email] {
-	return onceq.Spec[Email]{
+func emailSpec(Windows) dedup.Spec[Email] {
+	return dedup.Spec[Email]{
 		Type:     TypeEmail,
 		Route:    "emails",
 		KeyRule:  "`id`, else the Idempotency-Key, else the content hash (`trace_id` left out)",
@@ -83,7 +83,7 @@ func emailHandler(d Deps) asynq.Handler {
 }
 
 // MessageID is the Message-ID onceq gives the email of a downstream key
-// (onceq.Key.Downstream: the key and its incarnation). It depends on that
+// (dedup.Key.Downstream: the key and its incarnation). It depends on that
 // only, so a redelivered job sends the same Message-ID and a receiving MTA
 // or the outbox can drop the copy, while the next incarnation of an email
 // that failed for good is a new message.
@@ -129,7 +129,7 @@ type EmailHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h EmailHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return onceq.Handle(Emails, h.send).ProcessTask(ctx, t)
+	return dedup.Handle(Emails, h.send).ProcessTask(ctx, t)
 }
 
 func (h EmailHandler) send(ctx context.Context, e Email) (EmailResult, error) {

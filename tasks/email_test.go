@@ -14,7 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -48,8 +48,8 @@ func TestNewEmail(t *testing.T) {
 			t.Parallel()
 			j, err := testenv.Job(Emails.Job(tt.email))
 			if tt.wantErr != "" {
-				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewEmail = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, dedup.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewEmail = %v; want dedup.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -89,7 +89,7 @@ func (f *fakeMailer) Messages() []Message {
 	return append([]Message(nil), f.msgs...)
 }
 
-func checkJob(t *testing.T, j onceq.Job, typ, queue string) {
+func checkJob(t *testing.T, j dedup.Job, typ, queue string) {
 	t.Helper()
 	if j.Task == nil || j.Task.Type() != typ {
 		t.Fatalf("task = %v, want type %s", j.Task, typ)
@@ -106,7 +106,7 @@ func checkJob(t *testing.T, j onceq.Job, typ, queue string) {
 	if h[HeaderKey] != j.Key.String() || h[HeaderFingerprint] != j.Fingerprint {
 		t.Errorf("headers %v, want %s=%s and %s=%s", h, HeaderKey, j.Key, HeaderFingerprint, j.Fingerprint)
 	}
-	if k, err := onceq.ParseKey(j.Key.TaskID()); err != nil || k != j.Key {
+	if k, err := dedup.ParseKey(j.Key.TaskID()); err != nil || k != j.Key {
 		t.Errorf("task id %q reads back as %v, want %v", j.Key.TaskID(), k, j.Key)
 	}
 	if !json.Valid(j.Task.Payload()) {
@@ -115,8 +115,8 @@ func checkJob(t *testing.T, j onceq.Job, typ, queue string) {
 }
 
 // mustJob(t)(NewX(...)) fails t on a constructor error.
-func mustJob(t *testing.T) func(onceq.Job, error) onceq.Job {
-	return func(j onceq.Job, err error) onceq.Job {
+func mustJob(t *testing.T) func(dedup.Job, error) dedup.Job {
+	return func(j dedup.Job, err error) dedup.Job {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -159,8 +159,8 @@ func TestEmailKeyStability(t *testing.T) {
 
 func TestMessageID(t *testing.T) {
 	t.Parallel()
-	k1, _ := onceq.NewKey(TypeEmail, "a")
-	k2, _ := onceq.NewKey(TypeEmail, "b")
+	k1, _ := dedup.NewKey(TypeEmail, "a")
+	k2, _ := dedup.NewKey(TypeEmail, "b")
 	id := MessageID(k1.String())
 	if !regexp.MustCompile(`^<[0-9a-f]{32}@onceq>$`).MatchString(id) {
 		t.Errorf("MessageID = %q, want <32 hex@onceq>", id)
@@ -178,13 +178,13 @@ func TestEmailHandlerSendsWithKeyDerivedMessageID(t *testing.T) {
 	mailer := &fakeMailer{}
 	h := EmailHandler{Mailer: mailer, From: "onceq@example.com"}
 	job := mustJob(t)(testenv.Job(Emails.Job(Email{To: "bob@example.com", Subject: "Hi", Body: "hello", TraceID: "t"})))
-	claimed, _ := onceq.NewKey(TypeEmail, "claimed-by-middleware")
+	claimed, _ := dedup.NewKey(TypeEmail, "claimed-by-middleware")
 
 	tests := []struct {
 		name string
 		ctx  context.Context
 		task *asynq.Task
-		key  onceq.Key
+		key  dedup.Key
 	}{
 		{"key from the headers", context.Background(), job.Task, job.Key},
 		// A task built without the constructor's headers derives the same key.

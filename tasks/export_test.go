@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // The task headers the Producer writes: the wire format between producer
@@ -26,12 +26,12 @@ const (
 // SHA-256 of its canonical payload.
 func ContentID(sum [32]byte) string { return "~" + hex.EncodeToString(sum[:]) }
 
-// process runs fn as its handler does (onceq.Handle: decode, validate,
+// process runs fn as its handler does (dedup.Handle: decode, validate,
 // run) on task and returns fn's result, which outside the middleware is
 // recorded nowhere.
-func process[P, R any](ctx context.Context, kind *onceq.Typed[P], fn func(context.Context, P) (R, error), task *asynq.Task) (R, error) {
+func process[P, R any](ctx context.Context, kind *dedup.Typed[P], fn func(context.Context, P) (R, error), task *asynq.Task) (R, error) {
 	var got R
-	err := onceq.Handle(kind, func(ctx context.Context, p P) (R, error) {
+	err := dedup.Handle(kind, func(ctx context.Context, p P) (R, error) {
 		r, err := fn(ctx, p)
 		got = r
 		return r, err
@@ -66,11 +66,11 @@ func behindMiddleware(t *testing.T, h asynq.Handler) asynq.Handler {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := onceq.NewMiddleware(store, onceq.MiddlewareOptions{})
+	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,29 +79,29 @@ func behindMiddleware(t *testing.T, h asynq.Handler) asynq.Handler {
 }
 
 // keyed is task under the header key k, as a producer that chose k sends it.
-func keyed(task *asynq.Task, k onceq.Key) *asynq.Task {
+func keyed(task *asynq.Task, k dedup.Key) *asynq.Task {
 	h := maps.Clone(task.Headers())
 	h[HeaderKey] = k.String()
 	return asynq.NewTaskWithHeaders(task.Type(), task.Payload(), h)
 }
 
 // newJob is j and its error, for mustJob.
-func newJob(j onceq.Job) (onceq.Job, error) { return j, j.Err }
+func newJob(j dedup.Job) (dedup.Job, error) { return j, j.Err }
 
 // buildJob is kind's Job of p under the Idempotency-Key explicit, as a
 // catalog builds it from a request.
-func buildJob[P any](kind *onceq.Typed[P], p P, explicit string) (onceq.Job, error) {
+func buildJob[P any](kind *dedup.Typed[P], p P, explicit string) (dedup.Job, error) {
 	if explicit == "" || !kind.HeaderKey { // the key is not the request's to choose
 		j := kind.Job(p)
 		return j, j.Err
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
-		return onceq.Job{}, err
+		return dedup.Job{}, err
 	}
-	c, err := onceq.NewCatalog(kind.Kind)
+	c, err := dedup.NewCatalog(kind.Kind)
 	if err != nil {
-		return onceq.Job{}, err
+		return dedup.Job{}, err
 	}
 	return c.Build(kind.Type, b, explicit, "")
 }

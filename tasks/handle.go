@@ -8,13 +8,13 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
-// downstream is the key a handler passes downstream: onceq.Handle puts the
+// downstream is the key a handler passes downstream: dedup.Handle puts the
 // run in every handler's ctx.
 func downstream(ctx context.Context) string {
-	r, _ := onceq.RunFromContext(ctx)
+	r, _ := dedup.RunFromContext(ctx)
 	return r.Downstream
 }
 

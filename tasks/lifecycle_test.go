@@ -8,18 +8,18 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/tasks"
 )
 
 // failForGood runs j's key as a worker whose last attempt failed would:
 // the record released as failed, the task archived by asynq.
-func failForGood(t *testing.T, store onceq.Store, insp *asynq.Inspector, j onceq.Job, cause string) {
+func failForGood(t *testing.T, store dedup.Store, insp *asynq.Inspector, j dedup.Job, cause string) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := store.Claim(ctx, j.Key, j.Fingerprint, time.Minute, "")
-	if err != nil || c.Outcome != onceq.Acquired {
+	if err != nil || c.Outcome != dedup.Acquired {
 		t.Fatal(c, err)
 	}
 	if err := store.Release(ctx, c.Hold, cause); err != nil {
@@ -47,13 +47,13 @@ func TestFailedForGoodFreesTheKey(t *testing.T) {
 	p, store, _ := newProducer(t, rdb)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	first := payment(t, "pmt-fail-1", "acct-1", 4200)
-	if o := enqueue(t, p, first, onceq.Enqueued); o.Incarnation != 1 {
+	if o := enqueue(t, p, first, dedup.Enqueued); o.Incarnation != 1 {
 		t.Fatalf("first enqueue: %+v", o)
 	}
 	failForGood(t, store, insp, first, "stripe: 402 card_error card_declined")
 
 	fixed := payment(t, "pmt-fail-1", "acct-2", 4200) // another card: other content
-	o := enqueue(t, p, fixed, onceq.Enqueued)
+	o := enqueue(t, p, fixed, dedup.Enqueued)
 	if o.Incarnation != 2 || o.TaskID != first.Key.TaskID() {
 		t.Fatalf("after the decline: %+v", o)
 	}
@@ -71,13 +71,13 @@ func TestFailedForGoodFreesTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Incarnation != 2 || len(st.EarlierFailures) != 1 || st.EarlierFailures[0] == "" || st.State != onceq.StatusPending {
+	if st.Incarnation != 2 || len(st.EarlierFailures) != 1 || st.EarlierFailures[0] == "" || st.State != dedup.StatusPending {
 		t.Fatalf("status %+v; want pending incarnation 2 naming the first failure", st)
 	}
 	// While incarnation 2 waits, a repeat of it is a duplicate, and the
 	// first content is a conflict again: only a failure frees the key.
-	enqueue(t, p, fixed, onceq.Duplicate)
-	enqueue(t, p, first, onceq.Conflict)
+	enqueue(t, p, fixed, dedup.Duplicate)
+	enqueue(t, p, first, dedup.Conflict)
 }
 
 // A type that keeps failed keys refuses them for the unique window.
@@ -88,9 +88,9 @@ func TestKeepFailedRefusesTheKey(t *testing.T) {
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	j := payment(t, "pmt-keep-1", "acct-1", 4200)
 	j.KeepFailed = true
-	enqueue(t, p, j, onceq.Enqueued)
+	enqueue(t, p, j, dedup.Enqueued)
 	failForGood(t, store, insp, j, "declined")
-	if o := enqueue(t, p, j, onceq.Duplicate); o.State != onceq.StatusArchived {
+	if o := enqueue(t, p, j, dedup.Duplicate); o.State != dedup.StatusArchived {
 		t.Fatalf("kept failed key: %+v", o)
 	}
 }
@@ -103,11 +103,11 @@ func TestNewIncarnationIsAtomic(t *testing.T) {
 	p, store, _ := newProducer(t, rdb)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	j := payment(t, "pmt-race-1", "acct-1", 4200)
-	enqueue(t, p, j, onceq.Enqueued)
+	enqueue(t, p, j, dedup.Enqueued)
 	failForGood(t, store, insp, j, "declined")
 
 	const n = 16
-	outs := make([]onceq.Outcome, n)
+	outs := make([]dedup.Outcome, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -120,9 +120,9 @@ func TestNewIncarnationIsAtomic(t *testing.T) {
 			t.Fatal(errs[i])
 		}
 		switch outs[i].Decision {
-		case onceq.Enqueued:
+		case dedup.Enqueued:
 			enq++
-		case onceq.Duplicate:
+		case dedup.Duplicate:
 		default:
 			t.Fatalf("concurrent repeat %d: %+v", i, outs[i])
 		}
@@ -142,9 +142,9 @@ func TestDeletedDoneTaskIsADuplicate(t *testing.T) {
 	p, store, _ := newProducer(t, rdb)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	j := payment(t, "pmt-deleted-1", "acct-1", 4200)
-	enqueue(t, p, j, onceq.Enqueued)
+	enqueue(t, p, j, dedup.Enqueued)
 	c, err := store.Claim(ctx, j.Key, j.Fingerprint, time.Minute, "")
-	if err != nil || c.Outcome != onceq.Acquired {
+	if err != nil || c.Outcome != dedup.Acquired {
 		t.Fatal(c, err)
 	}
 	if err := store.Complete(ctx, c.Hold, []byte(`{"id":"ch_1"}`), 0); err != nil {
@@ -153,8 +153,8 @@ func TestDeletedDoneTaskIsADuplicate(t *testing.T) {
 	if err := insp.DeleteTask(j.Queue, j.Key.TaskID()); err != nil {
 		t.Fatal(err)
 	}
-	o := enqueue(t, p, j, onceq.Duplicate)
-	if o.State != onceq.StatusDone || string(o.Result) != `{"id":"ch_1"}` {
+	o := enqueue(t, p, j, dedup.Duplicate)
+	if o.State != dedup.StatusDone || string(o.Result) != `{"id":"ch_1"}` {
 		t.Fatalf("deleted done task: %+v", o)
 	}
 	if q := queueInfo(t, insp, j.Queue); q.Pending != 0 {
@@ -175,7 +175,7 @@ func catalogWith(t *testing.T, typ, policy string) *tasks.Catalog {
 	return c
 }
 
-func build(t *testing.T, c *tasks.Catalog, typ, payload string) onceq.Job {
+func build(t *testing.T, c *tasks.Catalog, typ, payload string) dedup.Job {
 	t.Helper()
 	j, err := c.Build(typ, []byte(payload), "", "")
 	if err != nil {
@@ -194,13 +194,13 @@ func TestReplacePolicy(t *testing.T) {
 	c := catalogWith(t, tasks.TypeEmail, "replace")
 	a := build(t, c, tasks.TypeEmail, `{"id":"e-1","to":"a@x.io","subject":"Hi","body":"first"}`)
 	b := build(t, c, tasks.TypeEmail, `{"id":"e-1","to":"a@x.io","subject":"Hi","body":"second"}`)
-	if o := enqueue(t, p, a, onceq.Enqueued); o.Replaced {
+	if o := enqueue(t, p, a, dedup.Enqueued); o.Replaced {
 		t.Fatalf("first enqueue says it replaced: %+v", o)
 	}
-	if o := enqueue(t, p, b, onceq.Enqueued); !o.Replaced {
+	if o := enqueue(t, p, b, dedup.Enqueued); !o.Replaced {
 		t.Fatalf("second body: %+v, want it to say it replaced the first", o)
 	}
-	enqueue(t, p, b, onceq.Duplicate)
+	enqueue(t, p, b, dedup.Duplicate)
 	info, err := insp.GetTaskInfo(a.Queue, a.Key.TaskID())
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestReplacePolicy(t *testing.T) {
 	}
 	// Without the policy the same repeat is a conflict.
 	plain := build(t, catalogWith(t, tasks.TypeSMS, "reject"), tasks.TypeEmail, `{"id":"e-1","to":"a@x.io","subject":"Hi","body":"third"}`)
-	enqueue(t, p, plain, onceq.Conflict)
+	enqueue(t, p, plain, dedup.Conflict)
 }
 
 // debounce:D/M: every repeat swaps the payload and starts it D after
@@ -224,12 +224,12 @@ func TestDebouncePolicy(t *testing.T) {
 	p, _, _ := newProducer(t, rdb)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	c := catalogWith(t, tasks.TypeEmail, "debounce:2s/3s")
-	mail := func(body string) onceq.Job {
+	mail := func(body string) dedup.Job {
 		return build(t, c, tasks.TypeEmail, `{"id":"d-1","to":"a@x.io","subject":"Hi","body":"`+body+`"}`)
 	}
 	start := time.Now()
 	for _, body := range []string{"one", "two", "three"} {
-		enqueue(t, p, mail(body), onceq.Enqueued)
+		enqueue(t, p, mail(body), dedup.Enqueued)
 	}
 	q := queueInfo(t, insp, tasks.QueueDefault)
 	if q.Scheduled != 1 || q.Pending != 0 {
@@ -254,14 +254,14 @@ func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	p, _, _ := newProducer(t, rdb)
-	short, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{DoneTTL: 300 * time.Millisecond})
+	short, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := payment(t, "pmt-retained-1", "acct-1", 4200)
-	enqueue(t, p, j, onceq.Enqueued)
+	enqueue(t, p, j, dedup.Enqueued)
 
-	mw, err := onceq.NewMiddleware(short, onceq.MiddlewareOptions{})
+	mw, err := dedup.NewMiddleware(short, dedup.MiddlewareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
 	for {
 		rec, err := short.Status(ctx, j.Key)
 		info, ierr := insp.GetTaskInfo(j.Queue, j.Key.TaskID())
-		if err == nil && rec.State == onceq.StatusUnknown && ierr == nil && info.State == asynq.TaskStateCompleted {
+		if err == nil && rec.State == dedup.StatusUnknown && ierr == nil && info.State == asynq.TaskStateCompleted {
 			break // the record is gone, the task is still retained
 		}
 		if time.Now().After(deadline) {
@@ -289,7 +289,7 @@ func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	enqueue(t, p, j, onceq.Enqueued)
+	enqueue(t, p, j, dedup.Enqueued)
 	<-ran
 	// The scan type's done record lasts its scan window, not 24 h.
 	c, err := tasks.NewCatalog(tasks.Windows{})

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

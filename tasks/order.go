@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -48,9 +48,9 @@ type OrderLine struct {
 
 func (o Order) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeOrder, onceq.ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeOrder, dedup.ErrInvalid}, a...)...)
 	}
-	if _, err := onceq.NewKey(TypeOrder, o.OrderID); err != nil {
+	if _, err := dedup.NewKey(TypeOrder, o.OrderID); err != nil {
 		return fail("order_id: %v", err)
 	}
 	switch {
@@ -77,8 +77,8 @@ var Transactional = []string{TypeOrder}
 
 // orderSpec is the order:fulfil declaration: keyed by order_id, run under the
 // Postgres ledger (Deps.Ledger), refused where there is none.
-func orderSpec(Windows) onceq.Spec[Order] {
-	return onceq.Spec[Order]{
+func orderSpec(Windows) dedup.Spec[Order] {
+	return dedup.Spec[Order]{
 		Type:        TypeOrder,
 		Route:       "orders",
 		KeyRule:     "`order_id` (required); runs under the Postgres ledger",

@@ -10,11 +10,11 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/pgtest"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/pgledger"
+	"github.com/onceq/onceq/pgledger/pgtest"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -47,7 +47,7 @@ func TestNewOrder(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), c.wantErr) {
+			if !errors.Is(err, dedup.ErrInvalid) || !strings.Contains(err.Error(), c.wantErr) {
 				t.Fatalf("NewOrder: %v, want ErrInvalid mentioning %q", err, c.wantErr)
 			}
 		})
@@ -69,7 +69,7 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 	if err := pgledger.Migrate(ctx, pool, "order", tasks.OrderMigrations); err != nil {
 		t.Fatal(err)
 	}
-	store, err := onceq.NewRedisStore(redistest.Client(t), onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := onceq.NewMiddleware(store, onceq.MiddlewareOptions{Catalog: catalog.Catalog})
+	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Catalog: catalog.Catalog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 			t.Fatalf("delivery %d: %v", i+1, err)
 		}
 		rec, err := store.Status(ctx, j.Key)
-		if err != nil || rec.State != onceq.StatusDone {
+		if err != nil || rec.State != dedup.StatusDone {
 			t.Fatalf("delivery %d: record %+v %v, want done", i+1, rec, err)
 		}
 		if err := json.Unmarshal(rec.Result, &results[i]); err != nil {

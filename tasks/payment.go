@@ -13,7 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TypePayment charges an account through the payment gateway.
@@ -42,15 +42,15 @@ type Payment struct {
 	Description string `json:"description,omitempty"`
 }
 
-// Validate reports why p cannot be charged, wrapping onceq.ErrInvalid; the
+// Validate reports why p cannot be charged, wrapping dedup.ErrInvalid; the
 // built-in gateway (tasks/gateway) refuses the same payments.
 func (p Payment) Validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypePayment, onceq.ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypePayment, dedup.ErrInvalid}, a...)...)
 	}
 	// An id onceq would hash (it starts with "~", where hashed ids live)
 	// would not be the payment's key as it stands.
-	if _, err := onceq.NewKey(TypePayment, p.PaymentID); err != nil || strings.HasPrefix(p.PaymentID, "~") {
+	if _, err := dedup.NewKey(TypePayment, p.PaymentID); err != nil || strings.HasPrefix(p.PaymentID, "~") {
 		return fail("payment_id %q: printable, at most 255 bytes, no spaces or braces, not starting with \"~\"", p.PaymentID)
 	}
 	switch {
@@ -88,8 +88,8 @@ func printable(s string) bool {
 // keyed by payment_id, refused again for the payment id window, and
 // throttled for the payment rate window when the same account is charged
 // the same amount under another id.
-func paymentSpec(w Windows) onceq.Spec[Payment] {
-	return onceq.Spec[Payment]{
+func paymentSpec(w Windows) dedup.Spec[Payment] {
+	return dedup.Spec[Payment]{
 		Type:    TypePayment,
 		Queue:   QueueCritical,
 		Route:   "payments",
@@ -100,8 +100,8 @@ func paymentSpec(w Windows) onceq.Spec[Payment] {
 		Global:   true,
 		Validate: Payment.Validate,
 		Unique:   w.PaymentID,
-		Rules: func(p Payment) ([]*onceq.Rule, error) {
-			return []*onceq.Rule{{Key: paymentRateKey(p), Window: w.PaymentRate}}, nil
+		Rules: func(p Payment) ([]*dedup.Rule, error) {
+			return []*dedup.Rule{{Key: paymentRateKey(p), Window: w.PaymentRate}}, nil
 		},
 		MaxRetry:    PaymentMaxRetry,
 		WriteResult: true,
@@ -114,8 +114,8 @@ func paymentHandler(d Deps) asynq.Handler {
 
 // paymentRateKey is the rate rule's key: account, currency and amount
 // (onceq hashes an account with spaces or braces into its own space).
-func paymentRateKey(p Payment) onceq.Key {
-	return onceq.Key{Namespace: "payment:rate", ID: p.Account + ":" + p.Currency + ":" + strconv.FormatInt(p.Amount, 10)}
+func paymentRateKey(p Payment) dedup.Key {
+	return dedup.Key{Namespace: "payment:rate", ID: p.Account + ":" + p.Currency + ":" + strconv.FormatInt(p.Amount, 10)}
 }
 
 // Gateway is the payment port: it charges p once per idempotency key, so a
@@ -155,7 +155,7 @@ type PaymentHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h PaymentHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return onceq.Handle(Payments, h.charge).ProcessTask(ctx, t)
+	return dedup.Handle(Payments, h.charge).ProcessTask(ctx, t)
 }
 
 func (h PaymentHandler) charge(ctx context.Context, p Payment) (Charge, error) {

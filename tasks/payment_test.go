@@ -10,7 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -88,8 +88,8 @@ func TestNewPayment(t *testing.T) {
 			t.Parallel()
 			j, err := testenv.Job(Payments.Job(tt.payment))
 			if tt.wantErr != "" {
-				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewPayment = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, dedup.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewPayment = %v; want dedup.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -106,7 +106,7 @@ func TestNewPayment(t *testing.T) {
 			if j.Rules[0] == nil || !strings.HasPrefix(j.Rules[0].Key.String(), tt.wantRate) || j.Rules[0].Window != DefaultPaymentRateWindow {
 				t.Fatalf("Rate = %+v, want key %s... for %v", j.Rules[0], tt.wantRate, DefaultPaymentRateWindow)
 			}
-			if _, err := onceq.ParseKey(j.Rules[0].Key.String()); err != nil {
+			if _, err := dedup.ParseKey(j.Rules[0].Key.String()); err != nil {
 				t.Errorf("rate key %q is not a valid key: %v", j.Rules[0].Key, err)
 			}
 		})
@@ -165,7 +165,7 @@ func TestPaymentHandler(t *testing.T) {
 	}
 
 	// The key the middleware claimed is the one sent downstream.
-	claimed, _ := onceq.NewKey(TypePayment, "claimed")
+	claimed, _ := dedup.NewKey(TypePayment, "claimed")
 	if err := behindMiddleware(t, h).ProcessTask(context.Background(), keyed(job.Task, claimed)); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -30,8 +30,8 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	dups := make(chan onceq.Key, 4)
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{Observer: func(_ context.Context, d onceq.Event) {
+	dups := make(chan dedup.Key, 4)
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{Observer: func(_ context.Context, d dedup.Event) {
 		if d.Op == "claim" && d.Outcome == "duplicate" {
 			dups <- d.Key
 		}
@@ -55,9 +55,9 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 	})
 	gw := &countingGateway{}
 	catalog.Register(mux, tasks.Deps{Gateway: gw})
-	srv, err := onceq.NewServer(rdb, store, asynq.Config{Concurrency: 2,
+	srv, err := dedup.NewServer(rdb, store, asynq.Config{Concurrency: 2,
 		Queues:            map[string]int{tasks.QueueCritical: 1, tasks.QueueDefault: 1},
-		TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel}, onceq.MiddlewareOptions{Catalog: catalog.Catalog})
+		TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel}, dedup.MiddlewareOptions{Catalog: catalog.Catalog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +68,8 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 
 	client := asynq.NewClientFromRedisClient(rdb)
 	t.Cleanup(func() { client.Close() })
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{})
-	payment := func(id string) (onceq.Job, *asynq.Task) {
+	producer := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	payment := func(id string) (dedup.Job, *asynq.Task) {
 		// An account per payment: the rate rule is not this test's subject,
 		// and the first Producer job may be enqueued (its record was not yet
 		// done) and hold the rule.
@@ -80,7 +80,7 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 		plain := []byte(`{"payment_id":"` + id + `","account":"acct-` + id + `","amount":500,"currency":"EUR"}`)
 		return j, asynq.NewTask(tasks.TypePayment, plain)
 	}
-	workerDuplicate := func(want onceq.Key) {
+	workerDuplicate := func(want dedup.Key) {
 		t.Helper()
 		select {
 		case k := <-dups:
@@ -103,15 +103,15 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 	switch {
 	case err != nil:
 		t.Fatal(err)
-	case out.Decision == onceq.Enqueued:
+	case out.Decision == dedup.Enqueued:
 		workerDuplicate(j.Key)
-	case out.Decision != onceq.Duplicate || out.Key != j.Key.String():
+	case out.Decision != dedup.Duplicate || out.Key != j.Key.String():
 		t.Fatalf("producer after the plain run: %+v, want enqueued or a duplicate of %v", out, j.Key)
 	}
 
 	// The Producer first, then plain asynq: the worker answers the duplicate.
 	j, plain = payment("pmt-plain-2")
-	if out, err := producer.Enqueue(ctx, j); err != nil || out.Decision != onceq.Enqueued {
+	if out, err := producer.Enqueue(ctx, j); err != nil || out.Decision != dedup.Enqueued {
 		t.Fatalf("producer: %+v %v", out, err)
 	}
 	wait(t, ran, "the producer's task to run")
@@ -138,7 +138,7 @@ func wait(t *testing.T, c <-chan struct{}, what string) {
 // the handler never runs, asynq archives it.
 func TestPlainAsynqEnqueueInvalidIsBadPayload(t *testing.T) {
 	t.Parallel()
-	store, err := onceq.NewRedisStore(redistest.Client(t), onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,20 +147,20 @@ func TestPlainAsynqEnqueueInvalidIsBadPayload(t *testing.T) {
 	runs := 0
 	h := mw.Wrap(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs++; return nil }))
 	bad := asynq.NewTask(tasks.TypePayment, []byte(`{"payment_id":"pmt-bad","account":"a","amount":0,"currency":"EUR"}`))
-	if err := h.ProcessTask(context.Background(), bad); !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, onceq.ErrInvalid) || runs != 0 {
+	if err := h.ProcessTask(context.Background(), bad); !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, dedup.ErrInvalid) || runs != 0 {
 		t.Fatalf("invalid plain payment: %v, handler runs %d; want a skip-retry ErrInvalid and no run", err, runs)
 	}
 }
 
 // catalogMiddleware is the built-in catalog and the middleware that knows
 // its types, as cmd/worker wires them.
-func catalogMiddleware(t *testing.T, store onceq.Store) (*tasks.Catalog, *onceq.Middleware) {
+func catalogMiddleware(t *testing.T, store dedup.Store) (*tasks.Catalog, *dedup.Middleware) {
 	t.Helper()
 	catalog, err := tasks.NewCatalog(tasks.Windows{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := onceq.NewMiddleware(store, onceq.MiddlewareOptions{Catalog: catalog.Catalog})
+	mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Catalog: catalog.Catalog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -21,28 +21,28 @@ import (
 // from many goroutines.
 type decisions struct {
 	mu  sync.Mutex
-	got []onceq.Event
+	got []dedup.Event
 }
 
-func (d *decisions) observe(_ context.Context, x onceq.Event) {
+func (d *decisions) observe(_ context.Context, x dedup.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.got = append(d.got, x)
 }
 
-func newProducer(t *testing.T, rdb redis.UniversalClient) (*onceq.Producer, *onceq.RedisStore, *decisions) {
+func newProducer(t *testing.T, rdb redis.UniversalClient) (*dedup.Producer, *dedup.RedisStore, *decisions) {
 	t.Helper()
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &decisions{}
-	return onceq.NewProducer(rdb, store, onceq.ProducerOptions{Observer: d.observe}), store, d
+	return dedup.NewProducer(rdb, store, dedup.ProducerOptions{Observer: d.observe}), store, d
 }
 
 // mustJob(t)(tasks.NewX(...)) fails the test on a constructor error.
-func mustJob(t *testing.T) func(onceq.Job, error) onceq.Job {
-	return func(j onceq.Job, err error) onceq.Job {
+func mustJob(t *testing.T) func(dedup.Job, error) dedup.Job {
+	return func(j dedup.Job, err error) dedup.Job {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +51,7 @@ func mustJob(t *testing.T) func(onceq.Job, error) onceq.Job {
 	}
 }
 
-func enqueue(t *testing.T, p *onceq.Producer, j onceq.Job, want onceq.Decision) onceq.Outcome {
+func enqueue(t *testing.T, p *dedup.Producer, j dedup.Job, want dedup.Decision) dedup.Outcome {
 	t.Helper()
 	o, err := p.Enqueue(context.Background(), j)
 	if err != nil {
@@ -67,11 +67,11 @@ func TestWelcomeEmailTwice(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	p, _, d := newProducer(t, rdb)
-	welcome := func() onceq.Job {
+	welcome := func() dedup.Job {
 		return mustJob(t)(testenv.Job(tasks.Emails.Job(tasks.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hi Ada", TraceID: time.Now().String()})))
 	}
-	first := enqueue(t, p, welcome(), onceq.Enqueued)
-	second := enqueue(t, p, welcome(), onceq.Duplicate)
+	first := enqueue(t, p, welcome(), dedup.Enqueued)
+	second := enqueue(t, p, welcome(), dedup.Duplicate)
 	if first.TaskID != taskIDOf(t, first.Key) || second.TaskID != first.TaskID || second.State != "pending" || second.Reason != "already accepted: pending" {
 		t.Fatalf("first %+v, second %+v", first, second)
 	}
@@ -91,42 +91,42 @@ func TestPaymentRules(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	p, store, _ := newProducer(t, rdb)
-	pay := func(id string, amount int64) onceq.Job {
+	pay := func(id string, amount int64) dedup.Job {
 		return mustJob(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: id, Account: "acct-1", Amount: amount, Currency: "EUR"})))
 	}
 	j := pay("pmt-20260628-001", 4200)
-	enqueue(t, p, j, onceq.Enqueued)
+	enqueue(t, p, j, dedup.Enqueued)
 
 	// A worker runs it (as the middleware would).
 	c, err := store.Claim(ctx, j.Key, j.Fingerprint, time.Minute, "")
-	if err != nil || c.Outcome != onceq.Acquired {
+	if err != nil || c.Outcome != dedup.Acquired {
 		t.Fatal(c, err)
 	}
 	if err := store.Complete(ctx, c.Hold, []byte(`{"charge_id":"ch_1"}`), 0); err != nil {
 		t.Fatal(err)
 	}
-	dup := enqueue(t, p, pay("pmt-20260628-001", 4200), onceq.Duplicate)
-	if dup.State != onceq.StatusDone || !strings.Contains(dup.Reason, "already processed: done") || string(dup.Result) != `{"charge_id":"ch_1"}` {
+	dup := enqueue(t, p, pay("pmt-20260628-001", 4200), dedup.Duplicate)
+	if dup.State != dedup.StatusDone || !strings.Contains(dup.Reason, "already processed: done") || string(dup.Result) != `{"charge_id":"ch_1"}` {
 		t.Fatalf("duplicate payment: %+v", dup)
 	}
-	th := enqueue(t, p, pay("pmt-20260628-002", 4200), onceq.Throttled)
+	th := enqueue(t, p, pay("pmt-20260628-002", 4200), dedup.Throttled)
 	if th.RetryAfter <= 0 || th.RetryAfter > tasks.DefaultPaymentRateWindow {
 		t.Fatalf("throttled retry after %v", th.RetryAfter)
 	}
-	enqueue(t, p, pay("pmt-20260628-003", 4300), onceq.Enqueued) // another amount is another rule key
+	enqueue(t, p, pay("pmt-20260628-003", 4300), dedup.Enqueued) // another amount is another rule key
 }
 
 func TestScanJobs(t *testing.T) {
 	t.Parallel()
 	p, _, _ := newProducer(t, redistest.Client(t))
-	scan := func(mode string) onceq.Job {
+	scan := func(mode string) dedup.Job {
 		return mustJob(t)(testenv.Job(tasks.Scans.Job(tasks.Scan{Path: "document.pdf", Mode: mode})))
 	}
-	enqueue(t, p, scan("malware"), onceq.Enqueued)
-	enqueue(t, p, scan("full"), onceq.Enqueued) // different content: both run
+	enqueue(t, p, scan("malware"), dedup.Enqueued)
+	enqueue(t, p, scan("full"), dedup.Enqueued) // different content: both run
 	// The same scan inside the scan window is throttled, not a duplicate:
 	// the window, not the job, refuses it.
-	again := enqueue(t, p, scan("malware"), onceq.Throttled)
+	again := enqueue(t, p, scan("malware"), dedup.Throttled)
 	if again.RetryAfter <= 0 || again.RetryAfter > tasks.DefaultFileScanWindow || again.TaskID != "" {
 		t.Fatalf("identical scan inside the window: %+v", again)
 	}
@@ -140,21 +140,21 @@ func TestFileScanWindow(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	p, _, _ := newProducer(t, rdb)
-	scan := func(path string) onceq.Job {
+	scan := func(path string) dedup.Job {
 		return mustJob(t)(testenv.Job(tasks.Scans.Job(tasks.Scan{Path: path, FileID: "file-123"})))
 	}
-	first := enqueue(t, p, scan("a.pdf"), onceq.Enqueued)
-	inside := enqueue(t, p, scan("b.pdf"), onceq.Throttled)
+	first := enqueue(t, p, scan("a.pdf"), dedup.Enqueued)
+	inside := enqueue(t, p, scan("b.pdf"), dedup.Throttled)
 	// A window refusal names no job: the caller could not read it anyway.
 	if inside.TaskID != "" || strings.Contains(inside.Reason, first.Key) || inside.RetryAfter <= 0 || inside.RetryAfter > tasks.DefaultFileScanWindow {
 		t.Fatalf("inside the window: %+v", inside)
 	}
 	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
-	enqueue(t, p, scan("b.pdf"), onceq.Enqueued)
+	enqueue(t, p, scan("b.pdf"), dedup.Enqueued)
 	// a.pdf's job has not run yet: once no window holds, its repeat meets
 	// the pending job itself, a duplicate.
 	mr.FastForward(tasks.DefaultFileScanWindow + time.Second)
-	if dup := enqueue(t, p, scan("a.pdf"), onceq.Duplicate); dup.State != onceq.StatusPending {
+	if dup := enqueue(t, p, scan("a.pdf"), dedup.Duplicate); dup.State != dedup.StatusPending {
 		t.Fatalf("repeat of a pending scan after the window: %+v", dup)
 	}
 }
@@ -198,7 +198,7 @@ func TestUniqueWindowOption(t *testing.T) {
 		{tasks.TypeEmail, `{"id":"w-1","to":"a@example.com","subject":"s","body":"b"}`, 90 * time.Minute},
 		{tasks.TypePayment, `{"payment_id":"p-1","account":"a","amount":1,"currency":"EUR"}`, 48 * time.Hour},
 	} {
-		o := enqueue(t, p, mustJob(t)(cat.Build(c.typ, []byte(c.payload), "", "")), onceq.Enqueued)
+		o := enqueue(t, p, mustJob(t)(cat.Build(c.typ, []byte(c.payload), "", "")), dedup.Enqueued)
 		info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(o.Queue, o.TaskID)
 		if err != nil || info.Retention != c.want {
 			t.Fatalf("%s: retention %v (%v), want %v", c.typ, info.Retention, err, c.want)
@@ -216,7 +216,7 @@ func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
 	for _, unique := range []time.Duration{tasks.DefaultUniqueWindow, 0} {
 		j := mustJob(t)(testenv.Job(tasks.Emails.Job(tasks.Email{To: "ada@example.com", Subject: "Hi", Body: unique.String()})))
 		j.Unique = unique
-		o := enqueue(t, p, j, onceq.Enqueued)
+		o := enqueue(t, p, j, dedup.Enqueued)
 		info, err := insp.GetTaskInfo(j.Queue, o.TaskID)
 		if err != nil {
 			t.Fatal(err)
@@ -232,7 +232,7 @@ func TestProducerKeyHeaderOnlyWithoutTaskID(t *testing.T) {
 // taskIDOf is the asynq task id the producer gives the job with key k.
 func taskIDOf(t *testing.T, key string) string {
 	t.Helper()
-	k, err := onceq.ParseKey(key)
+	k, err := dedup.ParseKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 
 	"github.com/onceq/onceq/pgledger"
 )
@@ -23,7 +23,7 @@ type Deps struct {
 	Log    *zap.Logger
 	// emails builds the jobs webhook routing enqueues, under the catalog's
 	// windows; Catalog.Register sets it.
-	emails *onceq.Typed[Email]
+	emails *dedup.Typed[Email]
 }
 
 // Queues onceq's catalog uses, for servers and dashboards.
@@ -36,5 +36,5 @@ const (
 // Enqueuer is what handlers that fan out (webhook routing) need of the
 // Producer.
 type Enqueuer interface {
-	Enqueue(ctx context.Context, j onceq.Job) (onceq.Outcome, error)
+	Enqueue(ctx context.Context, j dedup.Job) (dedup.Outcome, error)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TypeScan scans one file under the scanner's root.
@@ -43,7 +43,7 @@ func (s *Scan) prepare() {
 
 func (s Scan) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, onceq.ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeScan, dedup.ErrInvalid}, a...)...)
 	}
 	switch {
 	case s.Path == "":
@@ -70,8 +70,8 @@ func (s Scan) validate() error {
 // throttled for the scan window from first acceptance and accepted after it
 // (a file changes; the seed's rule), so the scan window is also its unique
 // window; a FileID adds the same window across modes.
-func scanSpec(w Windows) onceq.Spec[Scan] {
-	return onceq.Spec[Scan]{
+func scanSpec(w Windows) dedup.Spec[Scan] {
+	return dedup.Spec[Scan]{
 		Type:     TypeScan,
 		Route:    "scans",
 		KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
@@ -80,15 +80,15 @@ func scanSpec(w Windows) onceq.Spec[Scan] {
 		DoneTTL:  w.FileScan,
 		Prepare:  (*Scan).prepare,
 		Validate: Scan.validate,
-		Rules: func(s Scan) ([]*onceq.Rule, error) {
+		Rules: func(s Scan) ([]*dedup.Rule, error) {
 			if s.FileID == "" {
 				return nil, nil
 			}
-			k, err := onceq.NewKey("file_scan", s.FileID)
+			k, err := dedup.NewKey("file_scan", s.FileID)
 			if err != nil {
-				return nil, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, onceq.ErrInvalid, err)
+				return nil, fmt.Errorf("tasks: new %s: %w: file_id: %w", TypeScan, dedup.ErrInvalid, err)
 			}
-			return []*onceq.Rule{{Key: k, Window: w.FileScan}}, nil
+			return []*dedup.Rule{{Key: k, Window: w.FileScan}}, nil
 		},
 		WriteResult: true,
 	}
@@ -106,7 +106,7 @@ type ScanHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h ScanHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return onceq.Handle(Scans, h.scan).ProcessTask(ctx, t)
+	return dedup.Handle(Scans, h.scan).ProcessTask(ctx, t)
 }
 
 func (h ScanHandler) scan(ctx context.Context, s Scan) (ScanResult, error) {

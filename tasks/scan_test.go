@@ -9,7 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -43,8 +43,8 @@ func TestNewScan(t *testing.T) {
 			t.Parallel()
 			j, err := testenv.Job(Scans.Job(tt.scan))
 			if tt.wantErr != "" {
-				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewScan = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, dedup.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewScan = %v; want dedup.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}

@@ -14,7 +14,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // EICARTestString is the industry-standard antivirus test file. Scanner
@@ -203,7 +203,7 @@ func (p *pass) next() error {
 	p.end = keep + n
 	p.pending = p.buf[keep:p.end]
 	if p.total += int64(n); p.total > p.max {
-		p.err = permanent(fmt.Errorf("tasks: scan %q: %w: grew over %d bytes", p.path, onceq.ErrInvalid, p.max))
+		p.err = permanent(fmt.Errorf("tasks: scan %q: %w: grew over %d bytes", p.path, dedup.ErrInvalid, p.max))
 		return p.err
 	}
 	p.h.Write(p.pending)
@@ -261,10 +261,10 @@ func openRegular(root *os.Root, path string, maxBytes int64) (*os.File, error) {
 		return fail(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fail(fmt.Errorf("%w: not a regular file (%s)", onceq.ErrInvalid, fi.Mode().Type()))
+		return fail(fmt.Errorf("%w: not a regular file (%s)", dedup.ErrInvalid, fi.Mode().Type()))
 	}
 	if fi.Size() > maxBytes {
-		return fail(fmt.Errorf("%w: %d bytes, over the %d limit", onceq.ErrInvalid, fi.Size(), maxBytes))
+		return fail(fmt.Errorf("%w: %d bytes, over the %d limit", dedup.ErrInvalid, fi.Size(), maxBytes))
 	}
 	f, err := root.Open(path)
 	if err != nil {

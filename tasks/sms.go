@@ -10,7 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TypeSMS sends one text message. It is the catalog's example of a new task
@@ -33,7 +33,7 @@ type SMS struct {
 
 func (m SMS) validate() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeSMS, onceq.ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeSMS, dedup.ErrInvalid}, a...)...)
 	}
 	switch {
 	case !e164RE.MatchString(m.To):
@@ -49,8 +49,8 @@ func (m SMS) validate() error {
 }
 
 // smsSpec is the sms:send declaration.
-func smsSpec(Windows) onceq.Spec[SMS] {
-	return onceq.Spec[SMS]{
+func smsSpec(Windows) dedup.Spec[SMS] {
+	return dedup.Spec[SMS]{
 		Type:     TypeSMS,
 		Route:    "sms",
 		KeyRule:  "`id`, else the Idempotency-Key, else the content hash",
@@ -91,7 +91,7 @@ type SMSHandler struct {
 
 // ProcessTask implements asynq.Handler.
 func (h SMSHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return onceq.Handle(SMSes, h.send).ProcessTask(ctx, t)
+	return dedup.Handle(SMSes, h.send).ProcessTask(ctx, t)
 }
 
 func (h SMSHandler) send(ctx context.Context, m SMS) (SMSResult, error) {

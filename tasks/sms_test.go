@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 func TestSMSKeyRule(t *testing.T) {
@@ -30,8 +30,8 @@ func TestSMSKeyRule(t *testing.T) {
 	}
 	for _, bad := range []SMS{{To: "015112345678", Body: "x"}, {To: "+4915112345678"},
 		{To: "+4915112345678", Body: strings.Repeat("x", MaxSMSBodyBytes+1)}} {
-		if _, err := buildJob(SMSes, bad, ""); !errors.Is(err, onceq.ErrInvalid) {
-			t.Errorf("%+v: %v, want onceq.ErrInvalid", bad, err)
+		if _, err := buildJob(SMSes, bad, ""); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("%+v: %v, want dedup.ErrInvalid", bad, err)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TypeWebhook processes one event accepted by the ingest API.
@@ -56,7 +56,7 @@ func (wh Webhook) data() json.RawMessage {
 
 func (wh Webhook) checkEnvelope() error {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeWebhook, onceq.ErrInvalid}, a...)...)
+		return fmt.Errorf("tasks: %s: %w: "+format, append([]any{TypeWebhook, dedup.ErrInvalid}, a...)...)
 	}
 	switch {
 	case !sourceRE.MatchString(wh.Source):
@@ -74,7 +74,7 @@ func (wh Webhook) checkEnvelope() error {
 		return fail("body is not a JSON object")
 	}
 	// The event id ends up in keys (ours and the routed jobs'): check it now.
-	if _, err := onceq.NewKey(TypeWebhook, wh.webhookID()); err != nil {
+	if _, err := dedup.NewKey(TypeWebhook, wh.webhookID()); err != nil {
 		return fail("event_id: %v", err)
 	}
 	return nil
@@ -83,16 +83,16 @@ func (wh Webhook) checkEnvelope() error {
 // route checks wh and returns the follow-up job its event type calls for,
 // built by emails. routed is false for a type no route takes: such events
 // are acknowledged and ignored, so they are valid whatever their data.
-func (wh Webhook) route(emails *onceq.Typed[Email]) (job onceq.Job, routed bool, err error) {
+func (wh Webhook) route(emails *dedup.Typed[Email]) (job dedup.Job, routed bool, err error) {
 	if err := wh.checkEnvelope(); err != nil {
-		return onceq.Job{}, false, err
+		return dedup.Job{}, false, err
 	}
 	switch wh.Type {
 	case EventUserCreated:
 		job, err = wh.welcome(emails)
 		return job, true, err
 	}
-	return onceq.Job{}, false, nil
+	return dedup.Job{}, false, nil
 }
 
 // webhookPrint is what an event's fingerprint covers.
@@ -114,8 +114,8 @@ func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
 // it routes that cannot make its follow-up job; both run route. The key is the source plus
 // the sender's event id, both from the signed body: a redelivery is a
 // duplicate whatever its Idempotency-Key, and two senders never collide.
-func webhookSpec(emails *onceq.Typed[Email]) onceq.Spec[Webhook] {
-	return onceq.Spec[Webhook]{
+func webhookSpec(emails *dedup.Typed[Email]) dedup.Spec[Webhook] {
+	return dedup.Spec[Webhook]{
 		Type:        TypeWebhook,
 		KeyRule:     "`source` + `:` + `event_id` (from the signed body; `attempt`, `received_at` left out)",
 		ID:          Webhook.webhookID,
@@ -139,7 +139,7 @@ func webhookHandler(d Deps) asynq.Handler {
 }
 
 // NewWebhook validates w and returns its Job under the default windows.
-func NewWebhook(w Webhook) (onceq.Job, error) { j := Webhooks.Job(w); return j, j.Err }
+func NewWebhook(w Webhook) (dedup.Job, error) { j := Webhooks.Job(w); return j, j.Err }
 
 // Event types WebhookHandler routes.
 const EventUserCreated = "user.created"
@@ -155,7 +155,7 @@ type UserCreated struct {
 // for a routed event, Ignored and Type for one no route takes.
 type WebhookResult struct {
 	Routed  string         `json:"routed,omitempty"`
-	Outcome onceq.Decision `json:"outcome,omitempty"`
+	Outcome dedup.Decision `json:"outcome,omitempty"`
 	TaskID  string         `json:"task_id,omitempty"`
 	Ignored bool           `json:"ignored,omitempty"`
 	Type    string         `json:"type,omitempty"`
@@ -165,13 +165,13 @@ type WebhookResult struct {
 type WebhookHandler struct {
 	Enqueuer Enqueuer
 	// Emails builds the welcome emails it enqueues. Default: Emails.
-	Emails *onceq.Typed[Email]
+	Emails *dedup.Typed[Email]
 	Log    *zap.Logger
 }
 
 // ProcessTask implements asynq.Handler.
 func (h WebhookHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	return onceq.Handle(Webhooks, h.route).ProcessTask(ctx, t)
+	return dedup.Handle(Webhooks, h.route).ProcessTask(ctx, t)
 }
 
 func (h WebhookHandler) route(ctx context.Context, wh Webhook) (WebhookResult, error) {
@@ -204,25 +204,25 @@ func (h WebhookHandler) route(ctx context.Context, wh Webhook) (WebhookResult, e
 // welcome is the welcome email of a user.created event, keyed by source and
 // event id so a redelivered event does not welcome twice and two senders
 // never collide.
-func (wh Webhook) welcome(emails *onceq.Typed[Email]) (onceq.Job, error) {
-	fail := func(err error) (onceq.Job, error) {
-		return onceq.Job{}, fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
+func (wh Webhook) welcome(emails *dedup.Typed[Email]) (dedup.Job, error) {
+	fail := func(err error) (dedup.Job, error) {
+		return dedup.Job{}, fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
 	}
 	data := wh.data()
 	if len(data) == 0 {
-		return fail(fmt.Errorf("%w: no data", onceq.ErrInvalid))
+		return fail(fmt.Errorf("%w: no data", dedup.ErrInvalid))
 	}
 	var u UserCreated
 	// Not strict: senders add fields to their events, and that must not
 	// refuse them. Wrong types and missing fields still fail.
 	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&u); err != nil {
-		return fail(fmt.Errorf("%w: %v", onceq.ErrInvalid, err))
+		return fail(fmt.Errorf("%w: %v", dedup.ErrInvalid, err))
 	}
 	switch {
 	case u.UserID == "":
-		return fail(fmt.Errorf("%w: user_id is missing or empty", onceq.ErrInvalid))
+		return fail(fmt.Errorf("%w: user_id is missing or empty", dedup.ErrInvalid))
 	case u.Email == "":
-		return fail(fmt.Errorf("%w: email is missing or empty", onceq.ErrInvalid))
+		return fail(fmt.Errorf("%w: email is missing or empty", dedup.ErrInvalid))
 	}
 	subject, greeting := "Welcome", "Hi,"
 	if u.Name != "" {

@@ -10,33 +10,33 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // fakeEnqueuer records Jobs and enqueues each key once, like the Producer.
 type fakeEnqueuer struct {
 	err  error
 	mu   sync.Mutex
-	jobs []onceq.Job
+	jobs []dedup.Job
 	seen map[string]bool
 }
 
-func (f *fakeEnqueuer) Enqueue(_ context.Context, j onceq.Job) (onceq.Outcome, error) {
+func (f *fakeEnqueuer) Enqueue(_ context.Context, j dedup.Job) (dedup.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return onceq.Outcome{}, f.err
+		return dedup.Outcome{}, f.err
 	}
 	f.jobs = append(f.jobs, j)
 	if f.seen == nil {
 		f.seen = map[string]bool{}
 	}
-	d := onceq.Enqueued
+	d := dedup.Enqueued
 	if f.seen[j.Key.String()] {
-		d = onceq.Duplicate
+		d = dedup.Duplicate
 	}
 	f.seen[j.Key.String()] = true
-	return onceq.Outcome{Decision: d, Key: j.Key.String(), TaskID: j.Key.String(), Queue: j.Queue}, nil
+	return dedup.Outcome{Decision: d, Key: j.Key.String(), TaskID: j.Key.String(), Queue: j.Queue}, nil
 }
 
 func userCreated(eventID string, data string) Webhook {
@@ -99,8 +99,8 @@ func TestNewWebhook(t *testing.T) {
 			t.Parallel()
 			j, err := buildJob(Webhooks, tt.webhook, tt.idem)
 			if tt.wantErr != "" {
-				if !errors.Is(err, onceq.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("NewWebhook = %v; want onceq.ErrInvalid mentioning %q", err, tt.wantErr)
+				if !errors.Is(err, dedup.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewWebhook = %v; want dedup.ErrInvalid mentioning %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -148,7 +148,7 @@ func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (WebhookResult{Routed: TypeEmail, Outcome: onceq.Enqueued, TaskID: "email:send/welcome-auth0:evt_1"}) {
+	if res != (WebhookResult{Routed: TypeEmail, Outcome: dedup.Enqueued, TaskID: "email:send/welcome-auth0:evt_1"}) {
 		t.Errorf("result = %+v", res)
 	}
 	if len(enq.jobs) != 1 {
@@ -169,7 +169,7 @@ func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != onceq.Duplicate || len(enq.jobs) != 2 || enq.jobs[1].Key != j.Key {
+	if res.Outcome != dedup.Duplicate || len(enq.jobs) != 2 || enq.jobs[1].Key != j.Key {
 		t.Errorf("redelivery: result %+v, jobs %d; want the same email key, a duplicate", res, len(enq.jobs))
 	}
 	if err := h.ProcessTask(context.Background(), first.Task); err != nil {

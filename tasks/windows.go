@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Windows are the catalog's time windows. config reads them from ONCEQ_*
@@ -24,9 +24,9 @@ type Windows struct {
 	// the scan's unique window and done TTL. Default: 30s.
 	FileScan time.Duration
 	// OnRepeat overrides task types' repeat policies (ONCEQ_ON_REPEAT).
-	OnRepeat map[string]onceq.Repeat
+	OnRepeat map[string]dedup.Repeat
 	// Shards spreads every type's queue over this many asynq queues
-	// (onceq.Spec.Shards, ONCEQ_QUEUE_SHARDS). Default: 1.
+	// (dedup.Spec.Shards, ONCEQ_QUEUE_SHARDS). Default: 1.
 	Shards int
 	// DropCompleted turns off every type's WriteResult: asynq deletes a
 	// completed task, and the dashboard has no Completed tab for it
@@ -69,8 +69,8 @@ func (w Windows) validate() error {
 }
 
 // ParseRepeats reads ONCEQ_ON_REPEAT: a comma list of TYPE=POLICY.
-func ParseRepeats(s string) (map[string]onceq.Repeat, error) {
-	out := map[string]onceq.Repeat{}
+func ParseRepeats(s string) (map[string]dedup.Repeat, error) {
+	out := map[string]dedup.Repeat{}
 	for item := range strings.SplitSeq(s, ",") {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
@@ -82,7 +82,7 @@ func ParseRepeats(s string) (map[string]onceq.Repeat, error) {
 		if _, dup := out[typ]; dup {
 			return nil, fmt.Errorf("tasks: repeat policy for %q given twice", typ)
 		}
-		r, err := onceq.ParseRepeat(pol)
+		r, err := dedup.ParseRepeat(pol)
 		if err != nil {
 			return nil, err
 		}

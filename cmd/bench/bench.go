@@ -14,8 +14,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -34,7 +34,7 @@ type config struct {
 	Netns       bool // redis-server in a network namespace over a veth pair
 	NetnsDelay  time.Duration
 	RedisURL    string
-	Ports       redisproc.Ports // for the redis-server the bench starts
+	Ports       redistest.Ports // for the redis-server the bench starts
 	CPUProfile  string
 	MemProfile  string
 	SideTimeout time.Duration // a processing measurement that takes longer fails
@@ -52,10 +52,10 @@ type bench struct {
 	env      *redisEnv
 	run      string
 	taskType string // also the dedup namespace
-	catalog  *onceq.Catalog
+	catalog  *dedup.Catalog
 	// shown is the same type with its completed tasks kept for the
 	// dashboard (Spec.WriteResult): the memory sample's sideShown.
-	shown *onceq.Catalog
+	shown *dedup.Catalog
 	seq   int
 }
 
@@ -73,8 +73,8 @@ func newBench(cfg config, env *redisEnv) *bench {
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	typ := "bench-" + id + ":noop"
-	catalog := func(shown bool) *onceq.Catalog {
-		cat, err := onceq.NewCatalog(onceq.Define(onceq.Spec[benchEmail]{Type: typ, ID: func(e benchEmail) string { return e.ID },
+	catalog := func(shown bool) *dedup.Catalog {
+		cat, err := dedup.NewCatalog(dedup.Define(dedup.Spec[benchEmail]{Type: typ, ID: func(e benchEmail) string { return e.ID },
 			WriteResult: shown}).Kind)
 		if err != nil {
 			panic(err) // one valid kind
@@ -149,14 +149,14 @@ func (b *bench) plainTask(queue string, i, size int) (string, *asynq.Task) {
 // job is what a Spec builds of item i (key from its id, default unique
 // window), on queue. The Producer sends its task without the key header:
 // the task id is the key.
-func (b *bench) job(queue string, i int) (onceq.Job, error) { return b.jobSized(queue, i, 0) }
+func (b *bench) job(queue string, i int) (dedup.Job, error) { return b.jobSized(queue, i, 0) }
 
-func (b *bench) jobSized(queue string, i, size int) (onceq.Job, error) {
+func (b *bench) jobSized(queue string, i, size int) (dedup.Job, error) {
 	return b.jobOf(b.catalog, queue, i, size)
 }
 
 // jobOf is jobSized built by cat.
-func (b *bench) jobOf(cat *onceq.Catalog, queue string, i, size int) (onceq.Job, error) {
+func (b *bench) jobOf(cat *dedup.Catalog, queue string, i, size int) (dedup.Job, error) {
 	_, p := b.payloadSized(queue, i, size)
 	j, err := cat.Build(b.taskType, p, "", "")
 	j.Queue = queue
@@ -165,8 +165,8 @@ func (b *bench) jobOf(cat *onceq.Catalog, queue string, i, size int) (onceq.Job,
 
 // ruleKey is a window or rate key of its own for item i, so every measured
 // enqueue is a first one.
-func (b *bench) ruleKey(kind, queue string, i int) onceq.Key {
-	k, err := onceq.NewKey("bench-"+b.run+":"+kind, fmt.Sprintf("%s-%d", queue, i))
+func (b *bench) ruleKey(kind, queue string, i int) dedup.Key {
+	k, err := dedup.NewKey("bench-"+b.run+":"+kind, fmt.Sprintf("%s-%d", queue, i))
 	if err != nil {
 		panic(err) // built from our own safe names
 	}
@@ -201,15 +201,15 @@ func parallel(n, g int, fn func(i int) error) error {
 }
 
 // fill pre-enqueues n tasks for side into queue, as that side's producer
-// would: plain tasks, TaskID+Retention tasks, or through onceq.Producer.
+// would: plain tasks, TaskID+Retention tasks, or through dedup.Producer.
 // Payloads are padded to size bytes (0: the small default).
 func (b *bench) fill(ctx context.Context, side, queue string, n, size int) error {
 	client := asynq.NewClientFromRedisClient(b.env.admin)
-	store, err := onceq.NewRedisStore(b.env.admin, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(b.env.admin, dedup.StoreOptions{})
 	if err != nil {
 		return err
 	}
-	prod := onceq.NewProducer(b.env.admin, store, onceq.ProducerOptions{})
+	prod := dedup.NewProducer(b.env.admin, store, dedup.ProducerOptions{})
 	return parallel(n, 16, func(i int) error {
 		switch side {
 		case sideBare:
@@ -231,7 +231,7 @@ func (b *bench) fill(ctx context.Context, side, queue string, n, size int) error
 			return err
 		}
 		o, err := prod.Enqueue(ctx, j)
-		if err == nil && o.Decision != onceq.Enqueued {
+		if err == nil && o.Decision != dedup.Enqueued {
 			err = fmt.Errorf("fill %s: %s %s", queue, o.Decision, o.Reason)
 		}
 		return err

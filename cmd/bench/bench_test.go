@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // workerEnv makes the test binary act as the benchmark's worker subprocess.

@@ -13,8 +13,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // ClusterResult is how one job type's commands spread over the masters of
@@ -63,11 +63,11 @@ func (c ClusterResult) detail() string {
 // localCluster is three redis-servers this program started, joined into a
 // cluster with redis-cli.
 type localCluster struct {
-	srvs  []*redisproc.Server
+	srvs  []*redistest.Server
 	addrs []string
 }
 
-func startCluster(ctx context.Context, ports redisproc.Ports) (*localCluster, error) {
+func startCluster(ctx context.Context, ports redistest.Ports) (*localCluster, error) {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		return nil, fmt.Errorf("-cluster needs redis-cli on PATH to create the cluster")
 	}
@@ -78,7 +78,7 @@ func startCluster(ctx context.Context, ports redisproc.Ports) (*localCluster, er
 			c.Close()
 			return nil, err
 		}
-		s, err := redisproc.StartInRange(dir, ports, "--appendonly", "no", "--cluster-enabled", "yes",
+		s, err := redistest.LaunchInRange(dir, ports, "--appendonly", "no", "--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
 		if err != nil {
 			os.RemoveAll(dir)
@@ -149,7 +149,7 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	defer lc.Close()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: lc.addrs})
 	defer rdb.Close()
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		return ClusterResult{}, err
 	}
@@ -171,12 +171,12 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 		}
 		return nil
 	})
-	srv, err := onceq.NewServer(rdb, store, asynq.Config{Concurrency: e2eConc, Queues: map[string]int{q: 1},
-		TaskCheckInterval: taskCheck, Logger: quietLogger{w: b.cfg.warn}, LogLevel: asynq.WarnLevel}, onceq.MiddlewareOptions{Catalog: cat})
+	srv, err := dedup.NewServer(rdb, store, asynq.Config{Concurrency: e2eConc, Queues: map[string]int{q: 1},
+		TaskCheckInterval: taskCheck, Logger: quietLogger{w: b.cfg.warn}, LogLevel: asynq.WarnLevel}, dedup.MiddlewareOptions{Catalog: cat})
 	if err != nil {
 		return res, err
 	}
-	prod := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Catalog: cat})
+	prod := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: cat})
 	before, err := lc.commands(ctx)
 	if err != nil {
 		return res, err
@@ -193,7 +193,7 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 			return err
 		}
 		o, err := prod.Enqueue(ctx, j)
-		if err == nil && o.Decision != onceq.Enqueued {
+		if err == nil && o.Decision != dedup.Enqueued {
 			err = fmt.Errorf("cluster enqueue %s: %s %s", j.Key, o.Decision, o.Reason)
 		}
 		return err
@@ -226,10 +226,10 @@ const clusterShards = 3
 
 // spreadKind returns a catalog of the bench's type on base, or base with a
 // suffix, spread over shards queues that sit on as many masters.
-func (b *bench) spreadKind(ctx context.Context, rdb *redis.ClusterClient, base string, shards int) (*onceq.Catalog, string, error) {
+func (b *bench) spreadKind(ctx context.Context, rdb *redis.ClusterClient, base string, shards int) (*dedup.Catalog, string, error) {
 	for i := range 1000 {
 		q := fmt.Sprintf("%s-%d", base, i)
-		kind := onceq.Define(onceq.Spec[benchEmail]{Type: b.taskType, Queue: q, Shards: shards,
+		kind := dedup.Define(dedup.Spec[benchEmail]{Type: b.taskType, Queue: q, Shards: shards,
 			ID: func(e benchEmail) string { return e.ID }})
 		seen := map[string]bool{}
 		for _, shard := range kind.Queues {
@@ -240,7 +240,7 @@ func (b *bench) spreadKind(ctx context.Context, rdb *redis.ClusterClient, base s
 			seen[c.Options().Addr] = true
 		}
 		if len(seen) == shards {
-			cat, err := onceq.NewCatalog(kind.Kind)
+			cat, err := dedup.NewCatalog(kind.Kind)
 			return cat, q, err
 		}
 	}

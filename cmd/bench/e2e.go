@@ -12,7 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -46,19 +46,19 @@ func e2ePlan(n int) (items []int, unique int) {
 type e2eProducer struct {
 	rdb      *redis.Client
 	client   *asynq.Client
-	producer *onceq.Producer
+	producer *dedup.Producer
 }
 
 func newE2EProducer(env *redisEnv, host *workerHost) (*e2eProducer, error) {
 	rdb := env.client(host.trips)
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
 	parallel(4*e2eConc, e2eConc, func(int) error { return rdb.Ping(context.Background()).Err() })
 	return &e2eProducer{rdb: rdb, client: asynq.NewClientFromRedisClient(rdb),
-		producer: onceq.NewProducer(rdb, store, onceq.ProducerOptions{})}, nil
+		producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{})}, nil
 }
 
 // ops builds the enqueues of side for the plan into queue; refused counts
@@ -92,9 +92,9 @@ func (b *bench) e2eOps(p *e2eProducer, side, queue string, items []int, refused 
 				switch {
 				case err != nil:
 					return err
-				case o.Decision == onceq.Duplicate:
+				case o.Decision == dedup.Duplicate:
 					refused.Add(1)
-				case o.Decision != onceq.Enqueued:
+				case o.Decision != dedup.Enqueued:
 					return fmt.Errorf("enqueue %s: %s (%s)", j.Key, o.Decision, o.Reason)
 				}
 				return nil

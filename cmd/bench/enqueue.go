@@ -8,7 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -29,14 +29,14 @@ const (
 type enqueuer struct {
 	trips    *tripCounter
 	client   *asynq.Client
-	producer *onceq.Producer
+	producer *dedup.Producer
 	close    func()
 }
 
 func (b *bench) newEnqueuer() (*enqueuer, error) {
 	trips := &tripCounter{}
 	rdb := b.env.client(trips)
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -48,7 +48,7 @@ func (b *bench) newEnqueuer() (*enqueuer, error) {
 	return &enqueuer{
 		trips:    trips,
 		client:   asynq.NewClientFromRedisClient(rdb),
-		producer: onceq.NewProducer(rdb, store, onceq.ProducerOptions{}),
+		producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}),
 		close:    func() { rdb.Close() },
 	}, nil
 }
@@ -90,16 +90,16 @@ func (b *bench) prepare(e *enqueuer, side, queue string, n int) ([]op, error) {
 		}
 		switch side {
 		case enqWindow:
-			j.Rules = []*onceq.Rule{{Key: b.ruleKey("win", queue, i), Window: tasks.DefaultFileScanWindow}}
+			j.Rules = []*dedup.Rule{{Key: b.ruleKey("win", queue, i), Window: tasks.DefaultFileScanWindow}}
 		case enqRate:
-			j.Rules = []*onceq.Rule{{Key: b.ruleKey("rate", queue, i), Window: tasks.DefaultPaymentRateWindow}}
+			j.Rules = []*dedup.Rule{{Key: b.ruleKey("rate", queue, i), Window: tasks.DefaultPaymentRateWindow}}
 		}
-		ops[i] = producerOp(e.producer, j, onceq.Enqueued)
+		ops[i] = producerOp(e.producer, j, dedup.Enqueued)
 	}
 	return ops, nil
 }
 
-func producerOp(p *onceq.Producer, j onceq.Job, want onceq.Decision) op {
+func producerOp(p *dedup.Producer, j dedup.Job, want dedup.Decision) op {
 	return func(ctx context.Context) error {
 		o, err := p.Enqueue(ctx, j)
 		if err == nil && o.Decision != want {
@@ -225,8 +225,8 @@ func (b *bench) duplicates(ctx context.Context) ([]group, error) {
 				if err != nil {
 					return nil, err
 				}
-				first[i] = producerOp(e.producer, j, onceq.Enqueued)
-				again[i] = producerOp(e.producer, j, onceq.Duplicate)
+				first[i] = producerOp(e.producer, j, dedup.Enqueued)
+				again[i] = producerOp(e.producer, j, dedup.Duplicate)
 			}
 			ss, err := b.interleave(ctx, e, [][]op{first, again}, g, r, false)
 			b.cleanup(context.WithoutCancel(ctx), q)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // What a remembered job holds in the memory sample (issue 24: a 200-byte
@@ -137,7 +137,7 @@ func (b *bench) memory(ctx context.Context) (MemoryResult, error) {
 // resultKept checks that the sample measured what the target is about: a
 // repeat of the first job is refused with the handler's result.
 func (b *bench) resultKept(ctx context.Context, q string) error {
-	store, err := onceq.NewRedisStore(b.env.admin, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(b.env.admin, dedup.StoreOptions{})
 	if err != nil {
 		return err
 	}
@@ -148,11 +148,11 @@ func (b *bench) resultKept(ctx context.Context, q string) error {
 	if len(j.Task.Payload()) != memPayloadBytes {
 		return fmt.Errorf("payload of %d B, want %d", len(j.Task.Payload()), memPayloadBytes)
 	}
-	o, err := onceq.NewProducer(b.env.admin, store, onceq.ProducerOptions{}).Enqueue(ctx, j)
+	o, err := dedup.NewProducer(b.env.admin, store, dedup.ProducerOptions{}).Enqueue(ctx, j)
 	if err != nil {
 		return err
 	}
-	if o.Decision != onceq.Duplicate || !bytes.Equal(o.Result, []byte(memResult)) {
+	if o.Decision != dedup.Duplicate || !bytes.Equal(o.Result, []byte(memResult)) {
 		return fmt.Errorf("repeat of a remembered job: %s with result %q, want a duplicate with %q", o.Decision, o.Result, memResult)
 	}
 	return nil

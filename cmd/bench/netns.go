@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // startNetnsRedis runs the bench's redis-server one hop away (-netns): in
@@ -92,7 +92,7 @@ func startNetnsRedis(ctx context.Context, delay time.Duration) (env *redisEnv, e
 	if dir, err = os.MkdirTemp("", "onceq-bench-netns-"); err != nil {
 		return nil, err
 	}
-	port, err := redisproc.FreePort() // the namespace's ports are all free; any will do
+	port, err := redistest.FreePort() // the namespace's ports are all free; any will do
 	if err != nil {
 		return nil, err
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -49,7 +49,7 @@ func runPG(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := redisproc.Start(dir)
+	srv, err := redistest.Launch(dir)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func runPG(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	plain := pgledger.New(ledger.Pool(), pgledger.Options{NoRecord: true})
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		return err
 	}
@@ -107,11 +107,11 @@ func runPG(ctx context.Context, args []string, out io.Writer) error {
 
 // pgRound enqueues n tasks on a fresh queue, then times one server
 // processing all of them.
-func pgRound(ctx context.Context, rdb *redis.Client, store onceq.Store, l *pgledger.Ledger, side, queue string, n, conc int) (float64, error) {
+func pgRound(ctx context.Context, rdb *redis.Client, store dedup.Store, l *pgledger.Ledger, side, queue string, n, conc int) (float64, error) {
 	client := asynq.NewClientFromRedisClient(rdb)
 	for i := range n {
 		// The task id carries the key, as the Producer sends it.
-		key := onceq.Key{Namespace: "bench:pg", ID: fmt.Sprintf("%s-%d", queue, i)}
+		key := dedup.Key{Namespace: "bench:pg", ID: fmt.Sprintf("%s-%d", queue, i)}
 		t := asynq.NewTask("bench:pg", []byte(`{"i":`+fmt.Sprint(i)+`}`))
 		if _, err := client.EnqueueContext(ctx, t, asynq.Queue(queue), asynq.TaskID(key.TaskID())); err != nil {
 			return 0, err
@@ -127,7 +127,7 @@ func pgRound(ctx context.Context, rdb *redis.Client, store onceq.Store, l *pgled
 	var h asynq.Handler = asynq.HandlerFunc(func(context.Context, *asynq.Task) error { tick(); return nil })
 	if l != nil {
 		h = l.Handler(pgledger.TxHandlerFunc(func(ctx context.Context, tx pgx.Tx, t *asynq.Task) ([]byte, error) {
-			run, _ := onceq.RunFromContext(ctx)
+			run, _ := dedup.RunFromContext(ctx)
 			_, err := tx.Exec(ctx, `INSERT INTO bench_effects (key, n) VALUES ($1, 1)`, run.Key.String())
 			if err == nil {
 				defer tick()

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceq/onceq/internal/pgtest"
+	"github.com/onceq/onceq/pgledger/pgtest"
 )
 
 // A smoke run of bench -pg: every side processes its tasks and is reported.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // redisEnv is the one Redis a run measures against: a redis-server this
@@ -23,7 +23,7 @@ type redisEnv struct {
 	Version string
 	admin   *redis.Client // setup, INFO and cleanup: not counted
 	opt     *redis.Options
-	srv     *redisproc.Server // nil for a given server
+	srv     *redistest.Server // nil for a given server
 	// network says how the server is reached when not over loopback
 	// (-netns); teardown stops such a server and removes what it needed.
 	network  string
@@ -32,12 +32,12 @@ type redisEnv struct {
 
 // startRedis launches redis-server on a free loopback port of ports,
 // without persistence, as a child that dies with this process.
-func startRedis(ctx context.Context, ports redisproc.Ports) (*redisEnv, error) {
+func startRedis(ctx context.Context, ports redistest.Ports) (*redisEnv, error) {
 	dir, err := os.MkdirTemp("", "onceq-bench-")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := redisproc.StartInRange(dir, ports, "--appendonly", "no")
+	srv, err := redistest.LaunchInRange(dir, ports, "--appendonly", "no")
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w (install redis-server, or pass -redis-url)", err)

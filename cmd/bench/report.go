@@ -184,7 +184,7 @@ func (r *Report) print(w io.Writer) {
 	}
 
 	sideTable(fmt.Sprintf("1. Processing no-op tasks end to end, N=%d per side per round\n"+
-		"   asynq = plain tasks; asynq+id = TaskID+Retention tasks, no middleware; onceq = Producer tasks + onceq.Server, as cmd/worker runs;\n"+
+		"   asynq = plain tasks; asynq+id = TaskID+Retention tasks, no middleware; onceq = Producer tasks + dedup.Server, as cmd/worker runs;\n"+
 		"   trips: all round trips per task (in brackets: on the task path, without per-process background)", s.N),
 		"task", func(g *group) bool { return g.Unit == "tasks" },
 		func(g *group, side string) string {

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // run parses args, runs the benchmark and prints its report to stdout;
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		}
 		return rep, rep.write(stdout, "", *mdPath)
 	}
-	if cfg.Ports, err = redisproc.ParsePorts(*ports); err != nil {
+	if cfg.Ports, err = redistest.ParsePorts(*ports); err != nil {
 		return nil, err
 	}
 	if *quick {

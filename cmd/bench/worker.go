@@ -13,14 +13,14 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Sides of the processing comparison.
 const (
 	sideBare     = "asynq"    // plain tasks, no-op handler
 	sideRetained = "asynq+id" // tasks with TaskID + Retention, as asynq users dedup them, no middleware
-	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside onceq.Middleware, as cmd/worker runs them
+	sideOnceq    = "onceq"    // producer-enqueued tasks, handler inside dedup.Middleware, as cmd/worker runs them
 	// sideShown is onceq with its completed tasks kept for the dashboard
 	// (Spec.WriteResult, as cmd/worker's task types): the memory sample only.
 	sideShown = "onceq+shown"
@@ -33,16 +33,16 @@ const (
 type workerHost struct {
 	rdb   *redis.Client
 	trips *tripCounter
-	store *onceq.RedisStore
+	store *dedup.RedisStore
 	warn  io.Writer
 	// shown is sideShown's catalog: the bench's type with WriteResult.
-	shown *onceq.Catalog
+	shown *dedup.Catalog
 }
 
 func newWorkerHost(env *redisEnv, warn io.Writer) (*workerHost, error) {
 	trips := &tripCounter{}
 	rdb := env.client(trips)
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -63,7 +63,7 @@ type serverRun struct {
 	target int64
 	done   chan struct{} // closed when count reaches target (if > 0)
 	// result, when set before start, is what every handler hands onceq to
-	// keep in the job's record (onceq.SetResult).
+	// keep in the job's record (dedup.SetResult).
 	result []byte
 	once   sync.Once
 }
@@ -73,7 +73,7 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 	r := &serverRun{host: h, side: side, target: target, done: make(chan struct{})}
 	r.mux = asynq.NewServeMux()
 	var err error
-	var cat *onceq.Catalog
+	var cat *dedup.Catalog
 	if side == sideShown {
 		cat = h.shown
 	}
@@ -89,7 +89,7 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 	}
 	r.mux.HandleFunc(taskType, func(ctx context.Context, _ *asynq.Task) error {
 		if r.result != nil {
-			onceq.SetResult(ctx, r.result)
+			dedup.SetResult(ctx, r.result)
 		}
 		n := r.count.Add(1)
 		r.last.Store(time.Now().UnixNano())
@@ -115,7 +115,7 @@ func (r *serverRun) stop() {
 	r.once.Do(func() { _ = r.srv.Shutdown(context.Background()) })
 }
 
-// server is an onceq.Server or a bare asynq one.
+// server is an dedup.Server or a bare asynq one.
 type server interface {
 	Start(asynq.Handler) error
 	Shutdown(context.Context) error
@@ -127,9 +127,9 @@ func (b bareServer) Shutdown(context.Context) error { b.Server.Shutdown(); retur
 
 // newServer is onceq's server (with onceq, and the type options of cat,
 // which may be nil) or asynq's own on rdb.
-func newServer(withOnceq bool, cat *onceq.Catalog, rdb redis.UniversalClient, store onceq.Store, cfg asynq.Config) (server, error) {
+func newServer(withOnceq bool, cat *dedup.Catalog, rdb redis.UniversalClient, store dedup.Store, cfg asynq.Config) (server, error) {
 	if withOnceq {
-		return onceq.NewServer(rdb, store, cfg, onceq.MiddlewareOptions{Catalog: cat})
+		return dedup.NewServer(rdb, store, cfg, dedup.MiddlewareOptions{Catalog: cat})
 	}
 	return bareServer{asynq.NewServerFromRedisClient(rdb, cfg)}, nil
 }

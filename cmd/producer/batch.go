@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/tasks"
 )
@@ -24,8 +24,8 @@ type batchLine struct {
 
 // readBatch checks every line before anything is enqueued: a bad file
 // enqueues nothing, and the error names its line.
-func readBatch(c *tasks.Catalog, in io.Reader) ([]onceq.Job, error) {
-	var jobs []onceq.Job
+func readBatch(c *tasks.Catalog, in io.Reader) ([]dedup.Job, error) {
+	var jobs []dedup.Job
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 2<<20)
 	n := 0
@@ -51,7 +51,7 @@ func readBatch(c *tasks.Catalog, in io.Reader) ([]onceq.Job, error) {
 	return jobs, nil
 }
 
-func batch(ctx context.Context, p *onceq.Producer, jobs []onceq.Job, out io.Writer) error {
+func batch(ctx context.Context, p *dedup.Producer, jobs []dedup.Job, out io.Writer) error {
 	r := enqueueBatch(ctx, p, jobs)
 	for i, o := range r.Outcomes {
 		if r.Errors[i] != nil {
@@ -70,9 +70,9 @@ func batch(ctx context.Context, p *onceq.Producer, jobs []onceq.Job, out io.Writ
 	return nil
 }
 
-func printOutcome(w io.Writer, o onceq.Outcome) {
+func printOutcome(w io.Writer, o dedup.Outcome) {
 	switch o.Decision {
-	case onceq.Enqueued:
+	case dedup.Enqueued:
 		fmt.Fprintf(w, "enqueued %s as task %s on queue %s", o.Key, o.TaskID, o.Queue)
 		if o.Incarnation > 1 {
 			fmt.Fprintf(w, " (incarnation %d: the earlier job failed for good)", o.Incarnation)
@@ -81,10 +81,10 @@ func printOutcome(w io.Writer, o onceq.Outcome) {
 			fmt.Fprint(w, " (replaced its job that had not started)")
 		}
 		fmt.Fprintln(w)
-	case onceq.Duplicate:
+	case dedup.Duplicate:
 		// The job that holds the key, by its key where its task id is one.
 		existing := o.TaskID
-		if k, err := onceq.ParseKey(o.TaskID); err == nil {
+		if k, err := dedup.ParseKey(o.TaskID); err == nil {
 			existing = k.String()
 		}
 		fmt.Fprintf(w, "duplicate of %s: %s", existing, o.Reason)
@@ -92,9 +92,9 @@ func printOutcome(w io.Writer, o onceq.Outcome) {
 			fmt.Fprintf(w, "; result %s", o.Result)
 		}
 		fmt.Fprintln(w)
-	case onceq.Conflict:
+	case dedup.Conflict:
 		fmt.Fprintf(w, "conflict %s: %s\n", o.Key, o.Reason)
-	case onceq.Throttled:
+	case dedup.Throttled:
 		after := o.RetryAfter.Round(time.Second)
 		if after == 0 {
 			after = o.RetryAfter.Round(time.Millisecond)
@@ -104,7 +104,7 @@ func printOutcome(w io.Writer, o onceq.Outcome) {
 }
 
 // status prints the one status model, as GET /v1/jobs does.
-func status(ctx context.Context, p *onceq.Producer, k onceq.Key, out io.Writer) error {
+func status(ctx context.Context, p *dedup.Producer, k dedup.Key, out io.Writer) error {
 	st, err := p.Status(ctx, k)
 	if err != nil {
 		return err
@@ -116,7 +116,7 @@ func status(ctx context.Context, p *onceq.Producer, k onceq.Key, out io.Writer) 
 
 // batchResult is the per-item outcome of enqueueBatch and its counts.
 type batchResult struct {
-	Outcomes []onceq.Outcome
+	Outcomes []dedup.Outcome
 	Errors   []error // Errors[i] is set when item i failed outright
 	Enqueued int
 	Blocked  int // duplicates and throttled
@@ -126,17 +126,17 @@ type batchResult struct {
 
 // enqueueBatch enqueues each job in order (a later job is a duplicate of an
 // earlier one in the same batch) and reports per-item outcomes.
-func enqueueBatch(ctx context.Context, p *onceq.Producer, jobs []onceq.Job) batchResult {
-	r := batchResult{Outcomes: make([]onceq.Outcome, len(jobs)), Errors: make([]error, len(jobs))}
+func enqueueBatch(ctx context.Context, p *dedup.Producer, jobs []dedup.Job) batchResult {
+	r := batchResult{Outcomes: make([]dedup.Outcome, len(jobs)), Errors: make([]error, len(jobs))}
 	for i, j := range jobs {
 		o, err := p.Enqueue(ctx, j)
 		r.Outcomes[i], r.Errors[i] = o, err
 		switch {
 		case err != nil:
 			r.Failed++
-		case o.Decision == onceq.Enqueued:
+		case o.Decision == dedup.Enqueued:
 			r.Enqueued++
-		case o.Decision == onceq.Conflict:
+		case o.Decision == dedup.Conflict:
 			r.Conflict++
 		default:
 			r.Blocked++

@@ -11,8 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // cli runs the producer as main does, with the given stdin.
@@ -84,8 +84,8 @@ func TestStatusAndSingleCommands(t *testing.T) {
 	}
 
 	// Simulate the worker finishing the first one, then ask.
-	store, _ := onceq.NewRedisStore(srv.Client(t), onceq.StoreOptions{})
-	k := onceq.Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}
+	store, _ := dedup.NewRedisStore(srv.Client(t), dedup.StoreOptions{})
+	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}
 	c, _ := store.Claim(context.Background(), k, "", time.Minute, "")
 	if err := store.Complete(context.Background(), c.Hold, []byte(`{"charge_id":"ch_9"}`), 0); err != nil {
 		t.Fatal(err)
@@ -94,11 +94,11 @@ func TestStatusAndSingleCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s onceq.JobStatus
+	var s dedup.JobStatus
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("status output %s: %v", out, err)
 	}
-	if !s.Processed || s.State != onceq.StatusDone || s.TaskState == nil || *s.TaskState != "pending" ||
+	if !s.Processed || s.State != dedup.StatusDone || s.TaskState == nil || *s.TaskState != "pending" ||
 		s.Queue == nil || *s.Queue != "critical" || s.CompletedAt == nil {
 		t.Fatalf("status: %+v", s)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // deadRedis points the CLI at a port nothing listens on: a command that

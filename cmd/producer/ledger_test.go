@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/pgtest"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
+	"github.com/onceq/onceq/pgledger/pgtest"
 )
 
 // A transactional job the ledger recorded while Redis knows nothing of it
@@ -29,7 +29,7 @@ func TestStatusReadsTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	k, _ := onceq.NewKey("order:fulfil", "ord-status-1")
+	k, _ := dedup.NewKey("order:fulfil", "ord-status-1")
 	if _, err := l.Run(ctx, k, "", func(context.Context, pgx.Tx) ([]byte, error) {
 		return []byte(`{"order_id":"ord-status-1","shipment_ids":[7]}`), nil
 	}); err != nil {

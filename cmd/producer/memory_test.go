@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/api"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/internal/testenv"
 )
 

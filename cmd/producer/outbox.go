@@ -14,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/observe"
 	"github.com/onceq/onceq/internal/strictjson"
-	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
 )
@@ -113,8 +113,8 @@ var errNotPlaced = errors.New("not placed")
 // placeOrder writes o's row and its payment job j in one transaction; an
 // order placed before, or a payment the outbox or ledger holds, commits
 // nothing.
-func placeOrder(ctx context.Context, l *pgledger.Ledger, o shopOrder, j onceq.Job) (bool, onceq.Outcome, error) {
-	var out onceq.Outcome
+func placeOrder(ctx context.Context, l *pgledger.Ledger, o shopOrder, j dedup.Job) (bool, dedup.Outcome, error) {
+	var out dedup.Outcome
 	err := pgx.BeginFunc(ctx, l.Pool(), func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO shop_orders (order_id, account, amount, currency) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Account, o.Amount, o.Currency)
@@ -128,7 +128,7 @@ func placeOrder(ctx context.Context, l *pgledger.Ledger, o shopOrder, j onceq.Jo
 		if out, err = pgledger.EnqueueTx(ctx, tx, j); err != nil {
 			return err
 		}
-		if out.Decision != onceq.Enqueued {
+		if out.Decision != dedup.Enqueued {
 			return errNotPlaced
 		}
 		return nil
@@ -160,7 +160,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer log.Sync()
-	return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
 		l, err := pgledger.Open(ctx, cfg.Postgres.URL, 4, pgledger.Options{})
 		if err != nil {
 			return err
@@ -176,13 +176,13 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // relayLog logs what stops or delays a move; moves themselves at debug.
-func relayLog(log *zap.Logger) onceq.Observer {
-	return func(_ context.Context, e onceq.Event) {
+func relayLog(log *zap.Logger) dedup.Observer {
+	return func(_ context.Context, e dedup.Event) {
 		lvl := zap.DebugLevel
 		switch e.Outcome {
-		case "error", string(onceq.Conflict):
+		case "error", string(dedup.Conflict):
 			lvl = zap.WarnLevel
-		case string(onceq.Throttled):
+		case string(dedup.Throttled):
 			lvl = zap.InfoLevel
 		}
 		if ce := log.Check(lvl, "outbox relay"); ce != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/pgtest"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/pgledger/pgtest"
 )
 
 // checkout commits each order with its payment job and touches no Redis;
@@ -64,7 +64,7 @@ func TestCheckoutThenRelay(t *testing.T) {
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		k, _ := onceq.NewKey("payment:charge", "pay-ord-2")
+		k, _ := dedup.NewKey("payment:charge", "pay-ord-2")
 		info, err := insp.GetTaskInfo("critical", k.TaskID())
 		if err == nil && info.State == asynq.TaskStatePending {
 			break

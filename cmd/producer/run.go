@@ -11,11 +11,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/observe/tracing"
 	"github.com/onceq/onceq/internal/version"
-	"github.com/onceq/onceq/observe/tracing"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -80,7 +80,7 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &e):
 		return e.code
-	case errors.Is(err, onceq.ErrInvalid):
+	case errors.Is(err, dedup.ErrInvalid):
 		return exitUsage
 	}
 	return exitError
@@ -138,7 +138,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
-	return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
 		o, err := p.Enqueue(ctx, j)
 		if err != nil {
 			return err
@@ -160,10 +160,10 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 	case cmd == "batch" && len(args) != 0:
 		return usageErr("batch takes no arguments; it reads JSON lines from stdin")
 	}
-	var key onceq.Key
+	var key dedup.Key
 	if cmd == "status" {
 		var err error
-		if key, err = onceq.ParseKey(args[0]); err != nil {
+		if key, err = dedup.ParseKey(args[0]); err != nil {
 			return &exitErr{code: exitUsage, err: err}
 		}
 	}
@@ -172,7 +172,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 		return err
 	}
 	if cmd == "status" {
-		return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
+		return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
 			return status(ctx, p, key, stdout)
 		})
 	}
@@ -180,7 +180,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 	if err != nil {
 		return err
 	}
-	return connected(ctx, cfg, catalog, func(p *onceq.Producer, _ redis.UniversalClient) error {
+	return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
 		return batch(ctx, p, jobs, stdout)
 	})
 }
@@ -215,7 +215,7 @@ func load() (config.Producer, *tasks.Catalog, error) {
 
 // connected runs f with a Producer on the configured Redis; the catalog
 // tells its Status which queue (shard) a key's task is in.
-func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog, f func(*onceq.Producer, redis.UniversalClient) error) error {
+func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog, f func(*dedup.Producer, redis.UniversalClient) error) error {
 	rdb, err := daemon.Client(cfg.Redis)
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog,
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("cannot reach Redis (%s): %w; start one or set ONCEQ_REDIS_URL", redisWhere(cfg.Redis), err)
 	}
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog,
 		defer cancel()
 		_ = tr.Shutdown(sctx)
 	}()
-	return f(onceq.NewProducer(rdb, st, onceq.ProducerOptions{Catalog: catalog.Catalog, Trace: tr.Enqueue()}), rdb)
+	return f(dedup.NewProducer(rdb, st, dedup.ProducerOptions{Catalog: catalog.Catalog, Trace: tr.Enqueue()}), rdb)
 }
 
 func redisWhere(r config.Redis) string {
@@ -258,13 +258,13 @@ func redisWhere(r config.Redis) string {
 }
 
 // outcomeErr is the exit status of one enqueue.
-func outcomeErr(o onceq.Outcome) error {
+func outcomeErr(o dedup.Outcome) error {
 	switch o.Decision {
-	case onceq.Duplicate:
+	case dedup.Duplicate:
 		return &exitErr{code: exitDuplicate}
-	case onceq.Throttled:
+	case dedup.Throttled:
 		return &exitErr{code: exitThrottled}
-	case onceq.Conflict:
+	case dedup.Conflict:
 		return &exitErr{code: exitConflict}
 	}
 	return nil

@@ -6,9 +6,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/api"
 )
 
 // config names the schemes ONCEQ_WEBHOOK_SCHEMES accepts without
@@ -16,7 +16,7 @@ import (
 func TestWebhookSchemeNamesAgree(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestWebhookSchemeNamesAgree(t *testing.T) {
 		if name == config.SchemeStandard {
 			secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 		}
-		_, err := api.New(api.Options{Producer: onceq.NewProducer(rdb, store, onceq.ProducerOptions{}), Store: store, Redis: rdb,
+		_, err := api.New(api.Options{Producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb,
 			Tokens: []string{"token-0123456789abcdef"}, WebhookSecrets: map[string][]string{"src": {secret}},
 			WebhookSchemes: map[string]api.Scheme{"src": api.Scheme(name)}})
 		if wantErr := name == "nosuch"; (err != nil) != wantErr {

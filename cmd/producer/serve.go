@@ -12,12 +12,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/admin"
-	"github.com/onceq/onceq/api"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/admin"
+	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/internal/daemon"
-	"github.com/onceq/onceq/observe"
+	"github.com/onceq/onceq/internal/observe"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -71,7 +71,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
-	jobs, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{
+	jobs, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{
 		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	// Replays live in a store of their own, whose done TTL is the replay
 	// TTL. The API reports its decisions itself (side "api"), so this
 	// store has no observer: nothing is counted twice.
-	replays, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
+	replays, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		stopWatch := d.Optional("postgres", tasks.Transactional, func(ctx context.Context) error { return ledger.Pool().Ping(ctx) })
 		d.OnStop("postgres ledger", func(context.Context) error { stopWatch(); ledger.Close(); return nil })
 	}
-	producer := onceq.NewProducer(rdb, reads, onceq.ProducerOptions{Catalog: catalog.Catalog,
+	producer := dedup.NewProducer(rdb, reads, dedup.ProducerOptions{Catalog: catalog.Catalog,
 		Observer: metrics.Observer(log, "producer"), Trace: d.Tracing.Enqueue()})
 	opts := api.Options{
 		Producer:          producer,

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // From outside, against `producer serve`: Redis stalls (SIGSTOP) during a

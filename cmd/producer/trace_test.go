@@ -14,8 +14,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/otlptest"
-	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 

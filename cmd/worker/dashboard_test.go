@@ -7,8 +7,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -23,15 +23,15 @@ func TestDashboardShowsResultsAsJSON(t *testing.T) {
 	w := startWorker(t, baseEnv(t, srv.Addr))
 
 	enqueue := e.enqueued(t)
-	var jobs []onceq.Job
-	for _, j := range []func() (onceq.Job, error){
-		func() (onceq.Job, error) {
+	var jobs []dedup.Job
+	for _, j := range []func() (dedup.Job, error){
+		func() (dedup.Job, error) {
 			return testenv.Job(tasks.Emails.Job(tasks.Email{To: "r@example.com", Subject: "S", Body: "B"}))
 		},
-		func() (onceq.Job, error) {
+		func() (dedup.Job, error) {
 			return testenv.Job(tasks.SMSes.Job(tasks.SMS{To: "+4915112345678", Body: "hi"}))
 		},
-		func() (onceq.Job, error) {
+		func() (dedup.Job, error) {
 			return testenv.Job(tasks.Webhooks.Job(tasks.Webhook{Source: "crm", EventID: "evt-9", Type: "user.deleted"}))
 		},
 	} {
@@ -39,7 +39,7 @@ func TestDashboardShowsResultsAsJSON(t *testing.T) {
 		jobs = append(jobs, job)
 	}
 	for _, j := range jobs {
-		e.waitState(t, j.Key, onceq.StatusDone)
+		e.waitState(t, j.Key, dedup.StatusDone)
 		e.waitTask(t, j.Queue, j.Key.TaskID(), asynq.TaskStateCompleted)
 	}
 

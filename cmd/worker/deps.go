@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/observe/tracing"
+	"github.com/onceq/onceq/internal/admin"
+	"github.com/onceq/onceq/internal/observe/tracing"
 	"github.com/onceq/onceq/tasks"
 	"github.com/onceq/onceq/tasks/clamd"
 	"github.com/onceq/onceq/tasks/gateway"

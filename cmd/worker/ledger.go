@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
@@ -20,7 +20,7 @@ import (
 // (daemon.Optional): their tasks fail and retry while every other type runs.
 // Once it answers, the ledger's and the tasks' tables are migrated and
 // pruning starts.
-func openLedger(cfg config.Worker, log *zap.Logger, observe onceq.Observer, d *daemon.Daemon) (*pgledger.Ledger, func(), error) {
+func openLedger(cfg config.Worker, log *zap.Logger, observe dedup.Observer, d *daemon.Daemon) (*pgledger.Ledger, func(), error) {
 	if !cfg.Postgres.Configured() {
 		log.Info("no ONCEQ_POSTGRES_URL: transactional tasks are refused", zap.Strings("types", tasks.Transactional))
 		return nil, func() {}, nil

@@ -12,12 +12,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/faulttest"
-	"github.com/onceq/onceq/internal/pgtest"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/internal/faulttest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/pgledger"
+	"github.com/onceq/onceq/pgledger/pgtest"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -39,7 +39,7 @@ func TestOrderThroughWorker(t *testing.T) {
 	e := newEnv(t, srv.Client(t))
 	j, _ := e.enqueued(t)(testenv.Job(tasks.Orders.Job(tasks.Order{OrderID: "ord-w-1", Customer: "c1",
 		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 2}}})))
-	e.waitState(t, j.Key, onceq.StatusDone)
+	e.waitState(t, j.Key, dedup.StatusDone)
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestPostgresUnreachable(t *testing.T) {
 	const degraded = "postgres unreachable: not ready: order:fulfil"
 
 	mail, _ := e.enqueued(t)(testenv.Job(tasks.Emails.Job(tasks.Email{ID: "pg-down-1", To: "ada@example.com", Subject: "Hi", Body: "."})))
-	e.waitState(t, mail.Key, onceq.StatusDone)
+	e.waitState(t, mail.Key, dedup.StatusDone)
 	if n := outboxCount(t, cfg["ONCEQ_OUTBOX_DIR"]); n != 1 {
 		t.Fatalf("%d emails sent with Postgres down, want 1", n)
 	}
@@ -100,12 +100,12 @@ func TestPostgresUnreachable(t *testing.T) {
 	waitBody(t, readyz, func(b string) bool { return !strings.Contains(b, degraded) })
 	order, _ := e.enqueued(t)(testenv.Job(tasks.Orders.Job(tasks.Order{OrderID: "ord-pg-1", Customer: "c1",
 		Lines: []tasks.OrderLine{{SKU: "A", Qty: 1}}})))
-	e.waitState(t, order.Key, onceq.StatusDone)
+	e.waitState(t, order.Key, dedup.StatusDone)
 
 	proxy.Cut()
 	waitBody(t, readyz, func(b string) bool { return strings.Contains(b, degraded) })
 	mail, _ = e.enqueued(t)(testenv.Job(tasks.Emails.Job(tasks.Email{ID: "pg-down-2", To: "ada@example.com", Subject: "Hi", Body: "."})))
-	e.waitState(t, mail.Key, onceq.StatusDone)
+	e.waitState(t, mail.Key, dedup.StatusDone)
 
 	logs := w.logs.String()
 	if strings.Count(logs, "postgres unreachable") < 2 || !strings.Contains(logs, "postgres reachable") {
@@ -144,13 +144,13 @@ func TestWorkerPrunesLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	old, recent := onceq.Key{Namespace: tasks.TypeOrder, ID: "prune-old"}, onceq.Key{Namespace: tasks.TypeOrder, ID: "prune-recent"}
-	for _, k := range []onceq.Key{old, recent} {
+	old, recent := dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-old"}, dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-recent"}
+	for _, k := range []dedup.Key{old, recent} {
 		if _, err := l.Run(ctx, k, "", func(context.Context, pgx.Tx) ([]byte, error) { return nil, nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	failed := onceq.Key{Namespace: tasks.TypeOrder, ID: "prune-failed"}
+	failed := dedup.Key{Namespace: tasks.TypeOrder, ID: "prune-failed"}
 	l.Run(ctx, failed, "", func(context.Context, pgx.Tx) ([]byte, error) { return nil, errors.New("rolled back") })
 	if _, err := l.Pool().Exec(ctx, `UPDATE onceq_ledger SET completed_at = now() - interval '31 days' WHERE key = $1`, old.String()); err != nil {
 		t.Fatal(err)
@@ -163,19 +163,19 @@ func TestWorkerPrunesLedger(t *testing.T) {
 	cfg := baseEnv(t, srv.Addr)
 	cfg["ONCEQ_POSTGRES_URL"] = dbURL // default retention: 30 days
 	w := startWorker(t, cfg)
-	state := func(k onceq.Key) onceq.Status {
+	state := func(k dedup.Key) dedup.Status {
 		r, err := l.Status(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r.State
 	}
-	for deadline := time.Now().Add(10 * time.Second); state(old) != onceq.StatusUnknown || state(failed) != onceq.StatusUnknown; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); state(old) != dedup.StatusUnknown || state(failed) != dedup.StatusUnknown; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("31-day-old rows are still there (done: %v, failed: %v):\n%s", state(old), state(failed), w.logs)
 		}
 	}
-	if s := state(recent); s != onceq.StatusDone {
+	if s := state(recent); s != dedup.StatusDone {
 		t.Fatalf("the recent row: %v, want done (kept)", s)
 	}
 	if !strings.Contains(w.logs.String(), "pruned done rows") {
@@ -217,5 +217,5 @@ func TestWorkerRelaysOutbox(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(t, j.Key, onceq.StatusDone)
+	e.waitState(t, j.Key, dedup.StatusDone)
 }

@@ -12,9 +12,9 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/peertest"
-	"github.com/onceq/onceq/internal/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -39,7 +39,7 @@ func stripeWorker(t *testing.T) (env, *peertest.StripePeer) {
 func TestStripePaymentOnce(t *testing.T) {
 	e, peer := stripeWorker(t)
 	j, _ := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-stripe-1", Account: "pm_card_visa", Amount: 1999, Currency: "EUR"})))
-	rec := e.waitState(t, j.Key, onceq.StatusDone)
+	rec := e.waitState(t, j.Key, dedup.StatusDone)
 	var c tasks.Charge
 	if err := json.Unmarshal(rec.Result, &c); err != nil || !strings.HasPrefix(c.ChargeID, "pi_") || c.Status == "" ||
 		c.Amount != 1999 || c.Currency != "EUR" {
@@ -62,7 +62,7 @@ func TestStripePaymentOnce(t *testing.T) {
 		t.Errorf("duplicate's result %s, want the stored %s", done.Result, rec.Result)
 	}
 	again, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || again.Decision != onceq.Duplicate {
+	if err != nil || again.Decision != dedup.Duplicate {
 		t.Fatalf("second enqueue: %+v %v", again, err)
 	}
 	if n := len(peer.Requests()); n != 1 {
@@ -77,7 +77,7 @@ func TestStripeRateLimitRetriedWithSameKey(t *testing.T) {
 	peer.FailNext(429, `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests"}}`)
 	peer.FailNext(500, `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`)
 	j, _ := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-retry-1", Account: "pm_card_visa", Amount: 700, Currency: "GBP"})))
-	rec := e.waitState(t, j.Key, onceq.StatusDone)
+	rec := e.waitState(t, j.Key, dedup.StatusDone)
 	reqs := peer.Requests()
 	if rec.Attempts != 3 || len(reqs) != 3 || peer.Posts(intents, j.Key.String()) != 3 {
 		t.Fatalf("attempts %d, %d requests, %d with the key; want 3, 3, 3: %+v", rec.Attempts, len(reqs), peer.Posts(intents, j.Key.String()), reqs)
@@ -105,7 +105,7 @@ func TestGenericGatewayIDAnswerIsACharge(t *testing.T) {
 	startWorker(t, cfg)
 
 	j, o := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-generic-1", Account: "acct-7", Amount: 100, Currency: "EUR"})))
-	rec := e.waitState(t, j.Key, onceq.StatusDone)
+	rec := e.waitState(t, j.Key, dedup.StatusDone)
 	e.waitTask(t, j.Queue, o.TaskID, asynq.TaskStateCompleted)
 	if rec.Attempts != 1 || posts.Load() != 1 || !strings.Contains(string(rec.Result), `"id":"ch_1"`) {
 		t.Fatalf("attempts %d, %d POSTs, result %s; want 1, 1, ch_1", rec.Attempts, posts.Load(), rec.Result)
@@ -121,7 +121,7 @@ func TestStripeDeclineArchivedWithoutRetry(t *testing.T) {
 	if archived.Retried != 0 || !strings.Contains(archived.LastErr, "card_declined") || !strings.Contains(archived.LastErr, "generic_decline") {
 		t.Fatalf("archived task: retried %d, last error %q; want 0 retries and Stripe's codes", archived.Retried, archived.LastErr)
 	}
-	rec := e.waitState(t, j.Key, onceq.StatusFailed)
+	rec := e.waitState(t, j.Key, dedup.StatusFailed)
 	if rec.Attempts != 1 || !strings.Contains(rec.Error, "402 card_error card_declined") {
 		t.Fatalf("record: attempts %d, error %q", rec.Attempts, rec.Error)
 	}

@@ -11,12 +11,12 @@ import (
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/internal/admin"
 	"github.com/onceq/onceq/internal/daemon"
+	"github.com/onceq/onceq/internal/observe"
 	"github.com/onceq/onceq/internal/version"
-	"github.com/onceq/onceq/observe"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -92,14 +92,14 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.Registry.MustRegister(observe.NewQueueSizes(insp, catalog.KeepFailed(), catalog.Served(cfg.Queues)...))
 	metrics := d.Metrics
 	metrics.Zero("worker", typeNames(catalog))
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{
 		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 		Observer: metrics.Observer(log, "worker"),
 	})
 	if err != nil {
 		return err
 	}
-	producer := onceq.NewProducer(rdb, store, onceq.ProducerOptions{Catalog: catalog.Catalog,
+	producer := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: catalog.Catalog,
 		Observer: metrics.Observer(log, "producer"), Trace: d.Tracing.Enqueue()})
 	deps, closeDeps, err := buildDeps(cfg, log, producer, d.Tracing)
 	if err != nil {
@@ -120,7 +120,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		d.OnStop("outbox relay", func(context.Context) error { stopRelay(); return nil })
 	}
 
-	srv, err := onceq.NewServer(rdb, store, asynq.Config{
+	srv, err := dedup.NewServer(rdb, store, asynq.Config{
 		Concurrency:              cfg.Concurrency,
 		Queues:                   cfg.Queues,
 		StrictPriority:           cfg.StrictPriority,
@@ -129,7 +129,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		RetryDelayFunc:           h.retryDelay,
 		Logger:                   observe.AsynqLogger{S: log.Named("asynq").Sugar()},
 		LogLevel:                 asynqLevel(cfg.Log.Level),
-	}, onceq.MiddlewareOptions{Lease: cfg.Lease, Liveness: liveness(cfg.Liveness),
+	}, dedup.MiddlewareOptions{Lease: cfg.Lease, Liveness: liveness(cfg.Liveness),
 		Catalog: catalog.Catalog, Observer: metrics.Observer(log, "worker"), Trace: d.Tracing.Deliver(insp)})
 	if err != nil {
 		return err

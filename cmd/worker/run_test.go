@@ -19,8 +19,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 	"github.com/onceq/onceq/tasks/gateway"
@@ -94,39 +94,39 @@ func baseEnv(t *testing.T, redisAddr string) map[string]string {
 
 type env struct {
 	rdb      *redis.Client
-	store    *onceq.RedisStore
-	producer *onceq.Producer
+	store    *dedup.RedisStore
+	producer *dedup.Producer
 	client   *asynq.Client
 	insp     *asynq.Inspector
 }
 
 func newEnv(t *testing.T, rdb *redis.Client) env {
 	t.Helper()
-	store, err := onceq.NewRedisStore(rdb, onceq.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env{rdb: rdb, store: store, producer: onceq.NewProducer(rdb, store, onceq.ProducerOptions{}),
+	return env{rdb: rdb, store: store, producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}),
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
 }
 
 // enqueued enqueues the job a constructor built, failing t unless both
 // succeed and the job is enqueued: e.enqueued(t)(testenv.Job(tasks.Payments.Job(...))).
-func (e env) enqueued(t *testing.T) func(onceq.Job, error) (onceq.Job, onceq.Outcome) {
-	return func(j onceq.Job, err error) (onceq.Job, onceq.Outcome) {
+func (e env) enqueued(t *testing.T) func(dedup.Job, error) (dedup.Job, dedup.Outcome) {
+	return func(j dedup.Job, err error) (dedup.Job, dedup.Outcome) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 		o, err := e.producer.Enqueue(context.Background(), j)
-		if err != nil || o.Decision != onceq.Enqueued {
+		if err != nil || o.Decision != dedup.Enqueued {
 			t.Fatalf("enqueue %v: %+v %v", j.Key, o, err)
 		}
 		return j, o
 	}
 }
 
-func (e env) waitState(t *testing.T, k onceq.Key, want onceq.Status) onceq.Record {
+func (e env) waitState(t *testing.T, k dedup.Key, want dedup.Status) dedup.Record {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -182,7 +182,7 @@ func TestSameEmailTwiceOneSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := e.waitState(t, j.Key, onceq.StatusDone)
+	rec := e.waitState(t, j.Key, dedup.StatusDone)
 	second, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue), asynq.Retention(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 	startWorker(t, cfg)
 
 	j, o := e.enqueued(t)(testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-20260628-001", Account: "acct-1", Amount: 4200, Currency: "EUR"})))
-	rec := e.waitState(t, j.Key, onceq.StatusDone)
+	rec := e.waitState(t, j.Key, dedup.StatusDone)
 	if rec.Attempts != 3 || gw.calls.Load() != 3 || gw.server.Charges(j.Key.String()) != 1 {
 		t.Fatalf("attempts %d, gateway calls %d, charges %d; want 3, 3, 1", rec.Attempts, gw.calls.Load(), gw.server.Charges(j.Key.String()))
 	}
@@ -243,7 +243,7 @@ func TestPaymentRetriedThenOneCharge(t *testing.T) {
 
 	// The seed: the same payment id again is refused as already processed.
 	again, err := e.producer.Enqueue(context.Background(), j)
-	if err != nil || again.Decision != onceq.Duplicate || again.State != onceq.StatusDone ||
+	if err != nil || again.Decision != dedup.Duplicate || again.State != dedup.StatusDone ||
 		!strings.Contains(again.Reason, "already processed: done") || !bytes.Equal(again.Result, rec.Result) {
 		t.Fatalf("second enqueue: %+v %v", again, err)
 	}
@@ -270,7 +270,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 	}
 	// The crashed worker: claimed with a short lease, charged, never completed.
 	c, err := e.store.Claim(ctx, j.Key, j.Fingerprint, 300*time.Millisecond, "")
-	if err != nil || c.Outcome != onceq.Acquired {
+	if err != nil || c.Outcome != dedup.Acquired {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
 	gc := &gateway.Client{URL: hs.URL, HTTP: hs.Client()}
@@ -283,7 +283,7 @@ func TestPaymentCrashBetweenChargeAndComplete(t *testing.T) {
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
-	rec := e.waitState(t, j.Key, onceq.StatusDone)
+	rec := e.waitState(t, j.Key, dedup.StatusDone)
 	if gw.Charges(j.Key.String()) != 1 || rec.Attempts != 2 {
 		t.Fatalf("charges %d, attempts %d; want 1, 2", gw.Charges(j.Key.String()), rec.Attempts)
 	}
@@ -311,7 +311,7 @@ func TestMismatchArchivedWithoutRetry(t *testing.T) {
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(t, j.Key, onceq.StatusDone)
+	e.waitState(t, j.Key, dedup.StatusDone)
 	other, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: "welcome-7", To: "bob@example.com", Subject: "Hi", Body: "two"}))
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +376,7 @@ func TestAdminDashboardAndMetrics(t *testing.T) {
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(t, j.Key, onceq.StatusDone)
+	e.waitState(t, j.Key, dedup.StatusDone)
 	if _, err := e.client.Enqueue(j.Task, asynq.Queue(j.Queue)); err != nil {
 		t.Fatal(err)
 	}
@@ -449,11 +449,11 @@ func TestEmbeddedDefault(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	e := newEnv(t, rdb)
 	j, _ := testenv.Job(tasks.Emails.Job(tasks.Email{To: "d@example.com", Subject: "S", Body: "B"}))
-	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != onceq.Enqueued {
+	if o, err := e.producer.Enqueue(context.Background(), j); err != nil || o.Decision != dedup.Enqueued {
 		t.Fatalf("enqueue on embedded: %+v %v", o, err)
 	}
-	e.waitState(t, j.Key, onceq.StatusDone)
-	if o, _ := e.producer.Enqueue(context.Background(), j); o.Decision != onceq.Duplicate {
+	e.waitState(t, j.Key, dedup.StatusDone)
+	if o, _ := e.producer.Enqueue(context.Background(), j); o.Decision != dedup.Duplicate {
 		t.Fatalf("second enqueue on embedded: %+v", o)
 	}
 	get(t, "http://"+w.admin+"/monitoring/api/queues", http.StatusOK)

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

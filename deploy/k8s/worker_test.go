@@ -18,7 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 

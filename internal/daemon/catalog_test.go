@@ -8,9 +8,9 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -26,7 +26,7 @@ func TestCatalogOnRepeat(t *testing.T) {
 		t.Fatalf("email job repeat %+v (%v), want replace", j.Repeat, err)
 	}
 	j, err = c.Build(tasks.TypeScan, []byte(`{"path":"a.pdf"}`), "", "")
-	if err != nil || j.Repeat != (onceq.Repeat{Policy: "debounce", Delay: 2 * time.Second, MaxWait: 10 * time.Second}) {
+	if err != nil || j.Repeat != (dedup.Repeat{Policy: "debounce", Delay: 2 * time.Second, MaxWait: 10 * time.Second}) {
 		t.Fatalf("scan job repeat %+v (%v), want debounce:2s/10s", j.Repeat, err)
 	}
 	for _, bad := range []string{"email:send=sometimes", "email:send", "nosuch:type=replace", "scan:file=debounce:10s/2s", "email:send=replace,email:send=reject"} {
@@ -73,7 +73,7 @@ func TestCatalogQueueShards(t *testing.T) {
 // retention, so asynq deletes it as it completes.
 func TestCatalogKeepCompleted(t *testing.T) {
 	rdb := redistest.Client(t)
-	producer := onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	for _, keep := range []bool{true, false} {
 		c, err := Catalog(config.Dedup{KeepCompleted: keep, QueueShards: 1})
@@ -90,7 +90,7 @@ func TestCatalogKeepCompleted(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, err := producer.Enqueue(t.Context(), j)
-		if err != nil || out.Decision != onceq.Enqueued {
+		if err != nil || out.Decision != dedup.Enqueued {
 			t.Fatalf("keep %v: enqueue %+v (%v)", keep, out, err)
 		}
 		want := time.Duration(0)

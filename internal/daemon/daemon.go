@@ -14,11 +14,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/internal/admin"
+	"github.com/onceq/onceq/internal/observe"
+	"github.com/onceq/onceq/internal/observe/tracing"
 	"github.com/onceq/onceq/internal/version"
-	"github.com/onceq/onceq/observe"
-	"github.com/onceq/onceq/observe/tracing"
 )
 
 // Options configures New.

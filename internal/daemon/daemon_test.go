@@ -17,10 +17,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq/admin"
 	"github.com/onceq/onceq/config"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/internal/admin"
 	"github.com/onceq/onceq/internal/daemon"
-	"github.com/onceq/onceq/internal/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -12,9 +12,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/daemon"
-	"github.com/onceq/onceq/internal/redistest"
 )
 
 // replicated starts a master and one replica of it, in sync.
@@ -101,18 +101,18 @@ func TestWaitCoversWhatARetryFound(t *testing.T) {
 	type pay struct {
 		ID string `json:"id"`
 	}
-	kind := onceq.Define(onceq.Spec[pay]{Type: "durable:pay", ID: func(p pay) string { return p.ID }})
+	kind := dedup.Define(dedup.Spec[pay]{Type: "durable:pay", ID: func(p pay) string { return p.ID }})
 	job := kind.Job(pay{ID: "p-1"})
-	producer := func() *onceq.Producer { // each on connections of its own
+	producer := func() *dedup.Producer { // each on connections of its own
 		rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
 		t.Cleanup(func() { rdb.Close() })
 		if err := daemon.RequireReplicas(rdb, 1, 300*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		return onceq.NewProducer(rdb, nil, onceq.ProducerOptions{})
+		return dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
 	}
 	first, retry := producer(), producer()
-	for i, p := range []*onceq.Producer{first, retry} { // asynq's first enqueue of a client also registers the queue
+	for i, p := range []*dedup.Producer{first, retry} { // asynq's first enqueue of a client also registers the queue
 		if _, err := p.Enqueue(ctx, kind.Job(pay{ID: fmt.Sprint("warm-", i)})); err != nil {
 			t.Fatal(err)
 		}
@@ -136,11 +136,11 @@ func TestWaitCoversWhatARetryFound(t *testing.T) {
 	if err := replica.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	var out onceq.Outcome
+	var out dedup.Outcome
 	for deadline := time.Now().Add(30 * time.Second); ; { // until the replica has caught up
 		var err error
 		out, err = retry.Enqueue(ctx, job)
-		if err == nil && out.Decision == onceq.Duplicate {
+		if err == nil && out.Decision == dedup.Duplicate {
 			break
 		}
 		if !notReplicated(err) || time.Now().After(deadline) {

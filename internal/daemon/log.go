@@ -6,7 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/observe"
+	"github.com/onceq/onceq/internal/observe"
 )
 
 // Logger is a daemon's logger: l's shape on w, with go-redis's and the

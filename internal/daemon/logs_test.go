@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TestBrokenStoresAreCaught runs deliberately broken stores through the
@@ -28,7 +28,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"complete without the token check", brokenStore{noFence: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mk := func(rdb redis.UniversalClient, owner string) (onceq.Store, error) {
+			mk := func(rdb redis.UniversalClient, owner string) (dedup.Store, error) {
 				b := tc.broken
 				b.rdb, b.owner = rdb, owner
 				return &b, nil
@@ -71,7 +71,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 	}
 }
 
-// brokenStore is a onceq.Store with one deliberate flaw, on plain Redis
+// brokenStore is a dedup.Store with one deliberate flaw, on plain Redis
 // commands and a hash record: splitClaim reads the record
 // and writes its claim in a second round trip, so two clients can both
 // acquire; noFence completes a running record whatever the caller's token.
@@ -82,11 +82,11 @@ type brokenStore struct {
 	splitClaim, noFence bool
 }
 
-var _ onceq.Store = (*brokenStore)(nil)
+var _ dedup.Store = (*brokenStore)(nil)
 
 var errNotModelled = errors.New("broken store: not part of the record model")
 
-func (s *brokenStore) key(k onceq.Key) string { return "broken:{" + k.String() + "}" }
+func (s *brokenStore) key(k dedup.Key) string { return "broken:{" + k.String() + "}" }
 
 // write is what an operation decided to store.
 type write struct {
@@ -148,19 +148,19 @@ func (s *brokenStore) update(ctx context.Context, key string, atomic bool, decid
 
 func num(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
 
-func (s *brokenStore) Claim(ctx context.Context, k onceq.Key, fp string, lease time.Duration, delivery string) (onceq.Claim, error) {
-	var c onceq.Claim
+func (s *brokenStore) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration, delivery string) (dedup.Claim, error) {
+	var c dedup.Claim
 	err := s.update(ctx, s.key(k), !s.splitClaim, func(now time.Time, m map[string]string) *write {
 		if st := m["st"]; st != "" {
 			switch {
 			case st == "done" && fp != "" && m["fp"] != "" && m["fp"] != fp:
-				c = onceq.Claim{Outcome: onceq.Conflict, Fingerprint: m["fp"]}
+				c = dedup.Claim{Outcome: dedup.Conflict, Fingerprint: m["fp"]}
 				return nil
 			case st == "done":
-				c = onceq.Claim{Outcome: onceq.Duplicate, Result: []byte(m["res"])}
+				c = dedup.Claim{Outcome: dedup.Duplicate, Result: []byte(m["res"])}
 				return nil
 			case st == "running" && num(m["lu"]) > now.UnixMilli():
-				c = onceq.Claim{Outcome: onceq.InProgress, LeaseUntil: time.UnixMilli(num(m["lu"])), Owner: m["own"]}
+				c = dedup.Claim{Outcome: dedup.InProgress, LeaseUntil: time.UnixMilli(num(m["lu"])), Owner: m["own"]}
 				return nil
 			}
 		}
@@ -171,7 +171,7 @@ func (s *brokenStore) Claim(ctx context.Context, k onceq.Key, fp string, lease t
 		if m["st"] == "" || fp != "" {
 			set["fp"] = fp
 		}
-		c = onceq.Claim{Outcome: onceq.Acquired, Hold: onceq.Hold{Key: k, Token: tok}, Attempt: int(att), LeaseUntil: time.UnixMilli(lu)}
+		c = dedup.Claim{Outcome: dedup.Acquired, Hold: dedup.Hold{Key: k, Token: tok}, Attempt: int(att), LeaseUntil: time.UnixMilli(lu)}
 		// A running record keeps no cause, as dedup's packed record.
 		return &write{set: set, del: []string{"err"}, ttl: lease + time.Hour}
 	})
@@ -180,7 +180,7 @@ func (s *brokenStore) Claim(ctx context.Context, k onceq.Key, fp string, lease t
 
 // fenced writes w for a running record held under h's token (any token
 // with checkToken false).
-func (s *brokenStore) fenced(ctx context.Context, h onceq.Hold, checkToken bool, w func(now time.Time) write) error {
+func (s *brokenStore) fenced(ctx context.Context, h dedup.Hold, checkToken bool, w func(now time.Time) write) error {
 	lost := false
 	err := s.update(ctx, s.key(h.Key), true, func(now time.Time, m map[string]string) *write {
 		lost = m["st"] != "running" || (checkToken && num(m["tok"]) != h.Token)
@@ -191,12 +191,12 @@ func (s *brokenStore) fenced(ctx context.Context, h onceq.Hold, checkToken bool,
 		return &wr
 	})
 	if err == nil && lost {
-		err = onceq.ErrLeaseLost
+		err = dedup.ErrLeaseLost
 	}
 	return err
 }
 
-func (s *brokenStore) Extend(ctx context.Context, lease time.Duration, holds ...onceq.Hold) []error {
+func (s *brokenStore) Extend(ctx context.Context, lease time.Duration, holds ...dedup.Hold) []error {
 	errs := make([]error, len(holds))
 	for i, h := range holds {
 		errs[i] = s.fenced(ctx, h, true, func(now time.Time) write {
@@ -206,28 +206,28 @@ func (s *brokenStore) Extend(ctx context.Context, lease time.Duration, holds ...
 	return errs
 }
 
-func (s *brokenStore) Complete(ctx context.Context, h onceq.Hold, result []byte, _ time.Duration) error {
+func (s *brokenStore) Complete(ctx context.Context, h dedup.Hold, result []byte, _ time.Duration) error {
 	return s.fenced(ctx, h, !s.noFence, func(time.Time) write {
 		return write{set: map[string]any{"st": "done", "res": result}, del: []string{"lu", "err"}, ttl: 24 * time.Hour}
 	})
 }
 
-func (s *brokenStore) Release(ctx context.Context, h onceq.Hold, cause string) error {
+func (s *brokenStore) Release(ctx context.Context, h dedup.Hold, cause string) error {
 	return s.fenced(ctx, h, true, func(time.Time) write {
 		return write{set: map[string]any{"st": "failed", "err": cause}, del: []string{"lu"}, ttl: time.Hour}
 	})
 }
 
-func (s *brokenStore) Status(ctx context.Context, k onceq.Key) (onceq.Record, error) {
+func (s *brokenStore) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
 	m, err := s.rdb.HGetAll(ctx, s.key(k)).Result()
 	if err != nil {
-		return onceq.Record{}, err
+		return dedup.Record{}, err
 	}
-	r := onceq.Record{Key: k, State: onceq.StatusUnknown}
+	r := dedup.Record{Key: k, State: dedup.StatusUnknown}
 	if len(m) == 0 {
 		return r, nil
 	}
-	r.State, r.Fingerprint, r.Owner, r.Error = onceq.Status(m["st"]), m["fp"], m["own"], m["err"]
+	r.State, r.Fingerprint, r.Owner, r.Error = dedup.Status(m["st"]), m["fp"], m["own"], m["err"]
 	r.Attempts, r.Token = int(num(m["att"])), num(m["tok"])
 	if res, ok := m["res"]; ok {
 		r.Result = []byte(res)
@@ -238,10 +238,10 @@ func (s *brokenStore) Status(ctx context.Context, k onceq.Key) (onceq.Record, er
 	return r, nil
 }
 
-func (s *brokenStore) Forget(context.Context, onceq.Key) error { return errNotModelled }
+func (s *brokenStore) Forget(context.Context, dedup.Key) error { return errNotModelled }
 
-func (s *brokenStore) Reserve(context.Context, onceq.Key, time.Duration, string) (onceq.Reservation, error) {
-	return onceq.Reservation{}, errNotModelled
+func (s *brokenStore) Reserve(context.Context, dedup.Key, time.Duration, string) (dedup.Reservation, error) {
+	return dedup.Reservation{}, errNotModelled
 }
 
-func (s *brokenStore) Unreserve(context.Context, onceq.Key, string) error { return errNotModelled }
+func (s *brokenStore) Unreserve(context.Context, dedup.Key, string) error { return errNotModelled }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Result is the verdict on one history.
@@ -123,7 +123,7 @@ func observation(op porcupine.Operation) bool {
 	case in.Kind == Status, out.LeaseLost:
 		return true
 	case in.Kind == Claim:
-		return out.Outcome != onceq.Acquired
+		return out.Outcome != dedup.Acquired
 	}
 	return false
 }

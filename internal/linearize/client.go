@@ -5,10 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
-// Client is one concurrent caller of a onceq.Store whose every Claim,
+// Client is one concurrent caller of a dedup.Store whose every Claim,
 // Extend, Complete, Release and Status lands in a History. This file is the
 // only place that maps Store calls and their results to model operations.
 //
@@ -17,13 +17,13 @@ import (
 // NotSent proves it never left the client.
 type Client struct {
 	ID    int
-	Store onceq.Store
+	Store dedup.Store
 	// Owner is the store's owner name, which InProgress reports back.
 	Owner string
 	// Delivery, if set, names the delivery the client's claims belong to:
 	// Claim makes them as that delivery, so they are re-entrant for
 	// it and the store records it as their owner (Rules.Reentrant). One
-	// delivery must not claim twice at once (see onceq.Store.Claim).
+	// delivery must not claim twice at once (see dedup.Store.Claim).
 	Delivery string
 	History  *History
 	// NotSent reports errors that prove the call never reached Redis
@@ -40,7 +40,7 @@ func (c *Client) lost(op *Op, err error) {
 }
 
 // Claim calls Store.Claim.
-func (c *Client) Claim(ctx context.Context, k onceq.Key, fp string, lease time.Duration) (onceq.Claim, error) {
+func (c *Client) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration) (dedup.Claim, error) {
 	owner := c.Owner
 	if c.Delivery != "" {
 		owner = c.Delivery
@@ -53,10 +53,10 @@ func (c *Client) Claim(ctx context.Context, k onceq.Key, fp string, lease time.D
 		return cl, err
 	}
 	out := Output{Outcome: cl.Outcome, Owner: cl.Owner, Result: string(cl.Result), Fingerprint: cl.Fingerprint}
-	if cl.Outcome == onceq.Acquired {
+	if cl.Outcome == dedup.Acquired {
 		out.Token, out.Attempt = cl.Hold.Token, cl.Attempt
 	}
-	if cl.Outcome == onceq.Acquired || cl.Outcome == onceq.InProgress {
+	if cl.Outcome == dedup.Acquired || cl.Outcome == dedup.InProgress {
 		out.LeaseUntil = cl.LeaseUntil.UnixMilli()
 	}
 	op.End(out)
@@ -64,19 +64,19 @@ func (c *Client) Claim(ctx context.Context, k onceq.Key, fp string, lease time.D
 }
 
 // Extend calls Store.Extend for one hold.
-func (c *Client) Extend(ctx context.Context, lease time.Duration, h onceq.Hold) error {
+func (c *Client) Extend(ctx context.Context, lease time.Duration, h dedup.Hold) error {
 	op := c.History.Begin(c.ID, Input{Kind: Extend, Key: h.Key.String(), LeaseMs: lease.Milliseconds(), Token: h.Token})
 	return c.fenced(op, c.Store.Extend(ctx, lease, h)[0])
 }
 
 // Complete calls Store.Complete.
-func (c *Client) Complete(ctx context.Context, h onceq.Hold, result string) error {
+func (c *Client) Complete(ctx context.Context, h dedup.Hold, result string) error {
 	op := c.History.Begin(c.ID, Input{Kind: Complete, Key: h.Key.String(), Token: h.Token, Value: result})
 	return c.fenced(op, c.Store.Complete(ctx, h, []byte(result), 0))
 }
 
 // Release calls Store.Release.
-func (c *Client) Release(ctx context.Context, h onceq.Hold, cause string) error {
+func (c *Client) Release(ctx context.Context, h dedup.Hold, cause string) error {
 	op := c.History.Begin(c.ID, Input{Kind: Release, Key: h.Key.String(), Token: h.Token, Value: cause})
 	return c.fenced(op, c.Store.Release(ctx, h, cause))
 }
@@ -85,7 +85,7 @@ func (c *Client) fenced(op *Op, err error) error {
 	switch {
 	case err == nil:
 		op.End(Output{})
-	case errors.Is(err, onceq.ErrLeaseLost):
+	case errors.Is(err, dedup.ErrLeaseLost):
 		op.End(Output{LeaseLost: true})
 	default:
 		c.lost(op, err)
@@ -94,7 +94,7 @@ func (c *Client) fenced(op *Op, err error) error {
 }
 
 // Status calls Store.Status.
-func (c *Client) Status(ctx context.Context, k onceq.Key) (onceq.Record, error) {
+func (c *Client) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
 	op := c.History.Begin(c.ID, Input{Kind: Status, Key: k.String()})
 	r, err := c.Store.Status(ctx, k)
 	if err != nil {

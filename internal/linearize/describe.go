@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Renderings of states and operations for reports and porcupine's HTML view.
@@ -12,7 +12,7 @@ import (
 // those of one history apart.
 
 func (s state) String() string {
-	if s.st == onceq.StatusUnknown {
+	if s.st == dedup.StatusUnknown {
 		return "absent"
 	}
 	var b strings.Builder
@@ -20,7 +20,7 @@ func (s state) String() string {
 	if s.fp != "" {
 		fmt.Fprintf(&b, " fp=%s", s.fp)
 	}
-	if s.st == onceq.StatusRunning {
+	if s.st == dedup.StatusRunning {
 		fmt.Fprintf(&b, " lease=%s", leaseString(s.luLo, s.luHi))
 	}
 	if s.result != "" {
@@ -66,11 +66,11 @@ func describe(in Input, out Output) string {
 		res = "unknown"
 	case in.Kind == Claim:
 		switch out.Outcome {
-		case onceq.Acquired:
+		case dedup.Acquired:
 			res = fmt.Sprintf("acquired tok=%s att=%d lease=%s", tokString(out.Token), out.Attempt, leaseString(out.LeaseUntil, out.LeaseUntil))
-		case onceq.InProgress:
+		case dedup.InProgress:
 			res = fmt.Sprintf("in_progress owner=%s lease=%s", out.Owner, leaseString(out.LeaseUntil, out.LeaseUntil))
-		case onceq.Duplicate:
+		case dedup.Duplicate:
 			res = fmt.Sprintf("duplicate %q", out.Result)
 		default:
 			res = fmt.Sprintf("%s fp=%s", out.Outcome, out.Fingerprint)
@@ -78,7 +78,7 @@ func describe(in Input, out Output) string {
 	case in.Kind == Status:
 		g := out.Record
 		res = string(g.State)
-		if g.State != onceq.StatusUnknown {
+		if g.State != dedup.StatusUnknown {
 			res = fmt.Sprintf("%s att=%d tok=%s owner=%s", g.State, g.Attempts, tokString(g.Token), g.Owner)
 			if g.LeaseUntil != 0 {
 				res += " lease=" + leaseString(g.LeaseUntil, g.LeaseUntil)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // TestRedisStoreUnderFaults records histories of the real store on a real
@@ -54,7 +54,7 @@ func count(seen map[string]int, ops []porcupine.Operation) {
 	held := map[[2]string]int{} // key, delivery -> attempt last acquired
 	for _, op := range ops {
 		in, out := op.Input.(Input), op.Output.(Output)
-		if in.Kind == Claim && out.Outcome == onceq.Acquired && in.Delivery != "" {
+		if in.Kind == Claim && out.Outcome == dedup.Acquired && in.Delivery != "" {
 			kd := [2]string{in.Key, in.Delivery}
 			if held[kd] == out.Attempt {
 				seen["re-entered"]++
@@ -68,9 +68,9 @@ func count(seen map[string]int, ops []porcupine.Operation) {
 			seen["lease lost"]++
 		case in.Kind != Claim:
 			seen[in.Kind.String()+" ok"]++
-		case out.Outcome == onceq.Acquired && out.Attempt > 1:
+		case out.Outcome == dedup.Acquired && out.Attempt > 1:
 			seen["acquired again"]++
-		case out.Outcome == onceq.InProgress:
+		case out.Outcome == dedup.InProgress:
 			seen["in progress"]++
 		default:
 			seen[string(out.Outcome)]++

@@ -15,9 +15,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceq/onceq"
-	"github.com/onceq/onceq/faulttest"
-	"github.com/onceq/onceq/internal/redistest"
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/internal/faulttest"
 )
 
 var (
@@ -46,11 +46,11 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // newStore builds the store under test for one client on rdb.
-type newStore func(rdb redis.UniversalClient, owner string) (onceq.Store, error)
+type newStore func(rdb redis.UniversalClient, owner string) (dedup.Store, error)
 
-func realStore(rdb redis.UniversalClient, owner string) (onceq.Store, error) {
+func realStore(rdb redis.UniversalClient, owner string) (dedup.Store, error) {
 	// Record TTLs far beyond a history: the model has no expiry (see doc.go).
-	return onceq.NewRedisStore(rdb, onceq.StoreOptions{Owner: owner, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour})
+	return dedup.NewRedisStore(rdb, dedup.StoreOptions{Owner: owner, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour})
 }
 
 // rig is one redis-server with AOF, a proxy in front of it and the clients
@@ -135,11 +135,11 @@ func (r *rig) history(t *testing.T, name string, mk newStore, rules Rules, lengt
 // runs one pass at a time, so a delivery is never in flight twice (two at
 // once would take the key from each other forever: TestSpinModel).
 func work(c *Client, rng *rand.Rand, name string, deliveries bool, start, end time.Time) {
-	var again *onceq.Key
+	var again *dedup.Key
 	tries := 0
 	for n := 0; time.Now().Before(end); n++ {
 		epoch := int(time.Since(start) / keyEpoch)
-		k := onceq.Key{Namespace: "lin", ID: fmt.Sprintf("%s-e%d-k%d", name, epoch, rng.IntN(keysPer))}
+		k := dedup.Key{Namespace: "lin", ID: fmt.Sprintf("%s-e%d-k%d", name, epoch, rng.IntN(keysPer))}
 		if again != nil {
 			// The same delivery comes back to the key whose call failed,
 			// as asynq redelivers a task, until a call gets through or it
@@ -155,7 +155,7 @@ func work(c *Client, rng *rand.Rand, name string, deliveries bool, start, end ti
 		ctx, cancel := context.WithTimeout(context.Background(), 3*clientTimeout)
 		err := act(ctx, c, rng, k, n)
 		cancel()
-		if err != nil && !errors.Is(err, onceq.ErrLeaseLost) {
+		if err != nil && !errors.Is(err, dedup.ErrLeaseLost) {
 			if tries++; tries < maxTries {
 				again = &k
 			}
@@ -165,7 +165,7 @@ func work(c *Client, rng *rand.Rand, name string, deliveries bool, start, end ti
 	}
 }
 
-func act(ctx context.Context, c *Client, rng *rand.Rand, k onceq.Key, n int) error {
+func act(ctx context.Context, c *Client, rng *rand.Rand, k dedup.Key, n int) error {
 	if rng.IntN(100) < 15 {
 		_, err := c.Status(ctx, k)
 		return err
@@ -179,7 +179,7 @@ func act(ctx context.Context, c *Client, rng *rand.Rand, k onceq.Key, n int) err
 		fp = "g"
 	}
 	cl, err := c.Claim(ctx, k, fp, lease)
-	if err == nil && cl.Outcome == onceq.InProgress && time.Until(cl.LeaseUntil) < 2*shortLease {
+	if err == nil && cl.Outcome == dedup.InProgress && time.Until(cl.LeaseUntil) < 2*shortLease {
 		// As asynq's retry after the lease would: come back as it ends, to
 		// take over from a holder that may only be paused.
 		time.Sleep(time.Until(cl.LeaseUntil) + time.Duration(rng.IntN(20))*time.Millisecond)
@@ -187,17 +187,17 @@ func act(ctx context.Context, c *Client, rng *rand.Rand, k onceq.Key, n int) err
 		defer cancel()
 		cl, err = c.Claim(ctx, k, fp, lease)
 	}
-	if err != nil || cl.Outcome != onceq.Acquired {
+	if err != nil || cl.Outcome != dedup.Acquired {
 		return err
 	}
 	if c.Delivery != "" && rng.IntN(100) < 10 {
 		// As if the reply were lost: the delivery claims again at once,
 		// re-taking its own claim, and the first hold's writes are fenced off.
 		lost := cl.Hold
-		if cl, err = c.Claim(ctx, k, fp, lease); err != nil || cl.Outcome != onceq.Acquired {
+		if cl, err = c.Claim(ctx, k, fp, lease); err != nil || cl.Outcome != dedup.Acquired {
 			return err
 		}
-		if err := c.Complete(ctx, lost, fmt.Sprintf("lost%d-%d", c.ID, n)); !errors.Is(err, onceq.ErrLeaseLost) {
+		if err := c.Complete(ctx, lost, fmt.Sprintf("lost%d-%d", c.ID, n)); !errors.Is(err, dedup.ErrLeaseLost) {
 			return err
 		}
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Never is the return time, in ms, of an operation whose outcome is unknown,
@@ -54,7 +54,7 @@ type Output struct {
 	RetMs   int64
 
 	// Claim
-	Outcome     onceq.Decision
+	Outcome     dedup.Decision
 	Token       int64
 	Attempt     int
 	LeaseUntil  int64 // ms; also Status
@@ -69,9 +69,9 @@ type Output struct {
 	Record Snapshot
 }
 
-// Snapshot is the part of a onceq.Record the model predicts.
+// Snapshot is the part of a dedup.Record the model predicts.
 type Snapshot struct {
-	State       onceq.Status
+	State       dedup.Status
 	Fingerprint string
 	Attempts    int
 	Token       int64
@@ -95,7 +95,7 @@ type Rules struct {
 // reply was lost is 0 (unknown, above floor), a lease nobody read is
 // [luLo, luHi].
 type state struct {
-	st         onceq.Status
+	st         dedup.Status
 	fp         string
 	att        int
 	tok, floor int64 // floor: every later token must exceed it
@@ -105,7 +105,7 @@ type state struct {
 	luLo, luHi int64
 }
 
-var absent = state{st: onceq.StatusUnknown}
+var absent = state{st: dedup.StatusUnknown}
 
 // Model returns the sequential specification of one idempotency record per
 // key, as porcupine wants it.
@@ -179,7 +179,7 @@ func (r Rules) step(s state, in Input, out Output) []any {
 // holds reports whether token is the record's current one. A token set by a
 // claim whose reply was lost is held by nobody.
 func (s state) holds(token int64) bool {
-	return s.st == onceq.StatusRunning && s.tok != 0 && s.tok == token
+	return s.st == dedup.StatusRunning && s.tok != 0 && s.tok == token
 }
 
 // fenced is Extend, Complete and Release: applied for the current token,
@@ -198,40 +198,40 @@ func fenced(s state, in Input, out Output, apply func(state) state) (state, bool
 func (s state) extended(lo, hi int64) state { s.luLo, s.luHi = lo, hi; return s }
 
 func (s state) done(result string) state {
-	s.st, s.result, s.cause, s.luLo, s.luHi = onceq.StatusDone, result, "", 0, 0
+	s.st, s.result, s.cause, s.luLo, s.luHi = dedup.StatusDone, result, "", 0, 0
 	return s
 }
 
 func (s state) failed(cause string) state {
-	s.st, s.cause, s.luLo, s.luHi = onceq.StatusFailed, cause, 0, 0
+	s.st, s.cause, s.luLo, s.luHi = dedup.StatusFailed, cause, 0, 0
 	return s
 }
 
 // other reports a claim with another non-empty fingerprint than the record's.
 func (s state) other(fp string) bool {
-	return s.st != onceq.StatusUnknown && fp != "" && s.fp != "" && s.fp != fp
+	return s.st != dedup.StatusUnknown && fp != "" && s.fp != "" && s.fp != fp
 }
 
 // mismatch is claim.lua's refusal: another fingerprint against a done
 // record. A failed record or an expired lease is taken over by it, a live
 // lease makes it wait.
-func (s state) mismatch(fp string) bool { return s.st == onceq.StatusDone && s.other(fp) }
+func (s state) mismatch(fp string) bool { return s.st == dedup.StatusDone && s.other(fp) }
 
 func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 	switch {
 	case s.mismatch(in.Fingerprint):
-		return s, out.Outcome == onceq.Conflict && out.Fingerprint == s.fp
-	case s.st == onceq.StatusDone:
-		return s, out.Outcome == onceq.Duplicate && out.Result == s.result
+		return s, out.Outcome == dedup.Conflict && out.Fingerprint == s.fp
+	case s.st == dedup.StatusDone:
+		return s, out.Outcome == dedup.Duplicate && out.Result == s.result
 	}
-	if out.Outcome == onceq.InProgress {
+	if out.Outcome == dedup.InProgress {
 		// Live at Redis's "now", which lies within the call.
-		if s.st != onceq.StatusRunning || r.reenters(s, in) || out.Owner != s.owner {
+		if s.st != dedup.StatusRunning || r.reenters(s, in) || out.Owner != s.owner {
 			return s, false
 		}
 		return s.readLease(in, out, out.LeaseUntil, in.CallMs-Slack)
 	}
-	if out.Outcome != onceq.Acquired {
+	if out.Outcome != dedup.Acquired {
 		return s, false
 	}
 	// Redis granted the lease at some now within the call, on its clock; the
@@ -247,7 +247,7 @@ func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 		hi = min(hi, s.luHi) // a re-take keeps the attempt while the lease runs
 	case att != s.att+1:
 		return s, false
-	case s.st == onceq.StatusRunning:
+	case s.st == dedup.StatusRunning:
 		lo = max(lo, s.luLo) // a takeover, or a re-take after the lease ended
 	}
 	if lo > hi {
@@ -262,7 +262,7 @@ func (r Rules) claim(s state, in Input, out Output) (state, bool) {
 // reenters reports whether the claim comes from the delivery holding s,
 // with its fingerprint.
 func (r Rules) reenters(s state, in Input) bool {
-	return r.Reentrant && s.st == onceq.StatusRunning && in.Delivery != "" && in.Delivery == s.dlv &&
+	return r.Reentrant && s.st == dedup.StatusRunning && in.Delivery != "" && in.Delivery == s.dlv &&
 		!s.other(in.Fingerprint)
 }
 
@@ -270,10 +270,10 @@ func (r Rules) reenters(s state, in Input) bool {
 // fills in token and lease. A running record keeps no cause: only a failed
 // one has it (the packed record's tail, record.go).
 func (s state) acquire(in Input, att int) state {
-	if s.st == onceq.StatusUnknown || in.Fingerprint != "" {
+	if s.st == dedup.StatusUnknown || in.Fingerprint != "" {
 		s.fp = in.Fingerprint
 	}
-	s.st, s.att, s.owner, s.dlv, s.result, s.cause = onceq.StatusRunning, att, in.Owner, in.Delivery, "", ""
+	s.st, s.att, s.owner, s.dlv, s.result, s.cause = dedup.StatusRunning, att, in.Owner, in.Delivery, "", ""
 	return s
 }
 
@@ -282,12 +282,12 @@ func (s state) acquire(in Input, att int) state {
 func (r Rules) applyUnknown(s state, in Input) (state, bool) {
 	switch in.Kind {
 	case Claim:
-		if s.mismatch(in.Fingerprint) || s.st == onceq.StatusDone {
+		if s.mismatch(in.Fingerprint) || s.st == dedup.StatusDone {
 			return s, false
 		}
 		// Even a live lease may have ended by the time the call ran.
 		lo := in.CallMs - Slack
-		if s.st == onceq.StatusRunning && !r.reenters(s, in) {
+		if s.st == dedup.StatusRunning && !r.reenters(s, in) {
 			lo = max(lo, s.luLo)
 		}
 		n := s.acquire(in, s.att+1)
@@ -306,8 +306,8 @@ func (r Rules) applyUnknown(s state, in Input) (state, bool) {
 // status checks a read against s, pinning down what s did not know.
 func status(s state, in Input, out Output) (state, bool) {
 	got := out.Record
-	if s.st == onceq.StatusUnknown {
-		return s, got == Snapshot{State: onceq.StatusUnknown}
+	if s.st == dedup.StatusUnknown {
+		return s, got == Snapshot{State: dedup.StatusUnknown}
 	}
 	if got.State != s.st || got.Fingerprint != s.fp || got.Attempts != s.att || got.Owner != s.owner ||
 		got.Result != s.result || got.Error != s.cause {
@@ -321,7 +321,7 @@ func status(s state, in Input, out Output) (state, bool) {
 	} else if got.Token != s.tok {
 		return s, false
 	}
-	if s.st != onceq.StatusRunning {
+	if s.st != dedup.StatusRunning {
 		return s, got.LeaseUntil == 0
 	}
 	return s.readLease(in, out, got.LeaseUntil, 0)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 )
 
 // Times in these histories are ms from an epoch chosen so that tokens (µs)
@@ -25,7 +25,7 @@ func history(steps ...step) []porcupine.Operation {
 	for i, s := range steps {
 		s.in.Key = "ns/k"
 		s.in.CallMs = t0 + s.call
-		ret := int64(porcupine.Operation{}.Return)
+		var ret int64
 		if s.ret < 0 {
 			s.out = Output{Unknown: true, RetMs: Never}
 			ret = Never
@@ -47,11 +47,11 @@ func owner(c int) string { return "c" + string(rune('0'+c)) }
 
 // acquired at Redis time now (ms after t0) with a 1 s lease.
 func acquired(now int64, att int) Output {
-	return Output{Outcome: onceq.Acquired, Token: (t0 + now) * 1000, Attempt: att, LeaseUntil: t0 + now + 1000}
+	return Output{Outcome: dedup.Acquired, Token: (t0 + now) * 1000, Attempt: att, LeaseUntil: t0 + now + 1000}
 }
 
 func inProgress(c int, leaseFrom int64) Output {
-	return Output{Outcome: onceq.InProgress, Owner: owner(c), LeaseUntil: t0 + leaseFrom + 1000}
+	return Output{Outcome: dedup.InProgress, Owner: owner(c), LeaseUntil: t0 + leaseFrom + 1000}
 }
 
 func fence(k Kind, acquiredAt int64, value string) Input {
@@ -74,7 +74,7 @@ func TestModel(t *testing.T) {
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{1, 3, 4, claim(1), inProgress(0, 1)},
 			step{0, 5, 6, fence(Complete, 1, "r"), ok},
-			step{1, 7, 8, claim(1), Output{Outcome: onceq.Duplicate, Result: "r"}},
+			step{1, 7, 8, claim(1), Output{Outcome: dedup.Duplicate, Result: "r"}},
 		)},
 		{"two acquisitions under one live lease", Rules{}, porcupine.Illegal, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
@@ -88,7 +88,7 @@ func TestModel(t *testing.T) {
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{1, 1500, 1502, claim(1), acquired(1501, 2)},
 			step{0, 1600, 1601, fence(Complete, 1, "stale"), leaseLost},
-			step{1, 1700, 1701, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusRunning, Fingerprint: "f",
+			step{1, 1700, 1701, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusRunning, Fingerprint: "f",
 				Attempts: 2, Token: (t0 + 1501) * 1000, Owner: "c1", LeaseUntil: t0 + 2501}}},
 		)},
 		{"stale complete accepted", Rules{}, porcupine.Illegal, history(
@@ -119,32 +119,32 @@ func TestModel(t *testing.T) {
 		{"tokens go backwards", Rules{}, porcupine.Illegal, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, 4, fence(Release, 1, "boom"), ok},
-			step{1, 5, 6, claim(1), Output{Outcome: onceq.Acquired, Token: (t0 + 1) * 1000, Attempt: 2, LeaseUntil: t0 + 1005}},
+			step{1, 5, 6, claim(1), Output{Outcome: dedup.Acquired, Token: (t0 + 1) * 1000, Attempt: 2, LeaseUntil: t0 + 1005}},
 		)},
 		{"release's cause dropped by the next claim", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, 4, fence(Release, 1, "boom"), ok},
-			step{1, 5, 6, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusFailed, Fingerprint: "f",
+			step{1, 5, 6, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusFailed, Fingerprint: "f",
 				Attempts: 1, Token: (t0 + 1) * 1000, Owner: "c0", Error: "boom"}}},
 			step{1, 7, 8, claim(1), acquired(7, 2)},
-			step{1, 9, 10, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusRunning, Fingerprint: "f",
+			step{1, 9, 10, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusRunning, Fingerprint: "f",
 				Attempts: 2, Token: (t0 + 7) * 1000, Owner: "c1", LeaseUntil: t0 + 1007}}},
 		)},
 		{"running record reports the last cause", Rules{}, porcupine.Illegal, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, 4, fence(Release, 1, "boom"), ok},
 			step{1, 7, 8, claim(1), acquired(7, 2)},
-			step{1, 9, 10, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusRunning, Fingerprint: "f",
+			step{1, 9, 10, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusRunning, Fingerprint: "f",
 				Attempts: 2, Token: (t0 + 7) * 1000, Owner: "c1", Error: "boom", LeaseUntil: t0 + 1007}}},
 		)},
 		{"mismatch reports the stored fingerprint", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, 4, fence(Complete, 1, "r"), ok},
-			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: onceq.Conflict, Fingerprint: "f"}},
+			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Conflict, Fingerprint: "f"}},
 		)},
 		{"mismatch against a live lease", Rules{}, porcupine.Illegal, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
-			step{1, 3, 4, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: onceq.Conflict, Fingerprint: "f"}},
+			step{1, 3, 4, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Conflict, Fingerprint: "f"}},
 		)},
 		{"another fingerprint waits for a live lease", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
@@ -153,13 +153,13 @@ func TestModel(t *testing.T) {
 		{"mismatch against a failed record", Rules{}, porcupine.Illegal, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, 4, fence(Release, 1, "boom"), ok},
-			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: onceq.Conflict, Fingerprint: "f"}},
+			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Conflict, Fingerprint: "f"}},
 		)},
 		{"a failed record taken over with the new fingerprint", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, 4, fence(Release, 1, "boom"), ok},
 			step{1, 5, 6, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, acquired(5, 2)},
-			step{1, 7, 8, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusRunning, Fingerprint: "g",
+			step{1, 7, 8, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusRunning, Fingerprint: "g",
 				Attempts: 2, Token: (t0 + 5) * 1000, Owner: "c1", LeaseUntil: t0 + 1005}}},
 		)},
 		{"an expired lease taken over with the new fingerprint", Rules{}, porcupine.Ok, history(
@@ -167,12 +167,12 @@ func TestModel(t *testing.T) {
 			step{1, 1500, 1501, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, acquired(1500, 2)},
 		)},
 		{"mismatch on an absent key", Rules{}, porcupine.Illegal, history(
-			step{1, 3, 4, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: onceq.Conflict, Fingerprint: "f"}},
+			step{1, 3, 4, Input{Kind: Claim, Fingerprint: "g", LeaseMs: 1000, Owner: "c1"}, Output{Outcome: dedup.Conflict, Fingerprint: "f"}},
 		)},
 		{"lost complete seen by a later claim", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
 			step{0, 3, -1, fence(Complete, 1, "r"), Output{}},
-			step{1, 10, 11, claim(1), Output{Outcome: onceq.Duplicate, Result: "r"}},
+			step{1, 10, 11, claim(1), Output{Outcome: dedup.Duplicate, Result: "r"}},
 		)},
 		{"extend keeps the lease past its first end", Rules{}, porcupine.Ok, history(
 			step{0, 0, 2, claim(0), acquired(1, 1)},
@@ -188,21 +188,21 @@ func TestModel(t *testing.T) {
 			// Redis granted at 1; the slow reply came at 20, and the store
 			// reports its clock then plus the lease. A quick read later
 			// reports the lease end nearly as it is.
-			step{0, 0, 20, claim(0), Output{Outcome: onceq.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
 			step{1, 30, 31, claim(1), inProgress(0, 1)},
-			step{1, 40, 55, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusRunning, Fingerprint: "f",
+			step{1, 40, 55, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusRunning, Fingerprint: "f",
 				Attempts: 1, Token: t0 * 1000, Owner: "c0", LeaseUntil: t0 + 1015}}},
 		)},
 		{"lease read ending before it was granted", Rules{}, porcupine.Illegal, history(
-			step{0, 0, 20, claim(0), Output{Outcome: onceq.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
 			step{1, 30, 31, claim(1), inProgress(0, -10)},
 		)},
 		{"lease read ending past the latest grant", Rules{}, porcupine.Illegal, history(
-			step{0, 0, 20, claim(0), Output{Outcome: onceq.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
 			step{1, 30, 31, claim(1), inProgress(0, 30)},
 		)},
 		{"two reads of one lease too far apart", Rules{}, porcupine.Illegal, history(
-			step{0, 0, 20, claim(0), Output{Outcome: onceq.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
+			step{0, 0, 20, claim(0), Output{Outcome: dedup.Acquired, Token: t0 * 1000, Attempt: 1, LeaseUntil: t0 + 1020}},
 			step{1, 30, 31, claim(1), inProgress(0, 1)},
 			step{2, 40, 41, claim(2), inProgress(0, 12)},
 		)},
@@ -255,9 +255,9 @@ func TestModel(t *testing.T) {
 
 func TestReportAndHTML(t *testing.T) {
 	r := Check(Rules{}, history(
-		step{2, 0, 1, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusUnknown}}},
+		step{2, 0, 1, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusUnknown}}},
 		step{0, 0, 2, claim(0), acquired(1, 1)},
-		step{2, 3, 4, Input{Kind: Status}, Output{Record: Snapshot{State: onceq.StatusRunning, Fingerprint: "f",
+		step{2, 3, 4, Input{Kind: Status}, Output{Record: Snapshot{State: dedup.StatusRunning, Fingerprint: "f",
 			Attempts: 1, Token: (t0 + 1) * 1000, Owner: "c0", LeaseUntil: t0 + 1001}}},
 		step{1, 1500, 1502, claim(1), acquired(1501, 2)},
 		step{0, 1600, 1601, fence(Complete, 1, "stale"), ok},

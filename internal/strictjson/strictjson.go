@@ -1,29 +1,27 @@
-// Package strictjson is the one strict JSON decoder of onceq's payloads
-// and bodies, shared by the library (which re-exports its errors as
-// onceq.ErrInvalid and onceq.ErrMalformed) and the daemon's doors (the
-// HTTP API, batch files, the checkout demo).
+// Package strictjson is the daemon's strict JSON decoder for what is not a
+// task payload (webhook envelopes, batch and outbox lines): the rule the
+// library applies to payloads (dedup.Catalog.Build), with its errors, so
+// one mapping turns both into a 400 or an exit code.
 package strictjson
 
 import (
-	"errors"
 	"fmt"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/onceq/onceq/dedup"
 )
 
-// ErrInvalid is onceq.ErrInvalid.
-var ErrInvalid = errors.New("invalid payload")
+// ErrInvalid and ErrMalformed are the library's.
+var (
+	ErrInvalid   = dedup.ErrInvalid
+	ErrMalformed = dedup.ErrMalformed
+)
 
-// ErrMalformed is onceq.ErrMalformed.
-var ErrMalformed = fmt.Errorf("%w: malformed JSON", ErrInvalid)
-
-// Decode strictly decodes one JSON payload into v: invalid UTF-8, duplicate
-// member names, names that match a field only in another case, unknown
-// fields, trailing data and wrong types are errors wrapping ErrMalformed
-// (and so ErrInvalid). With last-one-wins or case folding,
-// `"amount":1,"Amount":9` would charge 9 while a reviewer of the body reads
-// 1. The JSON v2 decoder has these modes by default; we only add the
-// rejection of unknown members.
+// Decode strictly decodes one JSON document into v, as the library decodes
+// payloads: invalid UTF-8, duplicate member names, names that match a field
+// only in another case, unknown members, trailing data and wrong types
+// are errors wrapping ErrMalformed.
 func Decode(data []byte, v any) error {
 	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)

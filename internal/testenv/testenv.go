@@ -12,13 +12,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/onceq/onceq/internal/redisproc"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	port, err := redisproc.FreePort()
+	port, err := redistest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -66,7 +66,7 @@ func (g *Client) Charge(ctx context.Context, key string, p tasks.Payment) (tasks
 		return tasks.Charge{}, errors.New("gateway: no URL")
 	}
 	if key == "" {
-		return tasks.Charge{}, fmt.Errorf("gateway: %w: empty idempotency key", onceq.ErrInvalid)
+		return tasks.Charge{}, fmt.Errorf("gateway: %w: empty idempotency key", dedup.ErrInvalid)
 	}
 	body, err := json.Marshal(p)
 	if err != nil {

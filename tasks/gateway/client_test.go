@@ -12,7 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -150,8 +150,8 @@ func TestClientErrors(t *testing.T) {
 func TestClientNeedsKeyAndURL(t *testing.T) {
 	t.Parallel()
 	_, srv := testServer(t, "")
-	if _, err := (&Client{URL: srv.URL}).Charge(context.Background(), "", validPayment()); !errors.Is(err, onceq.ErrInvalid) {
-		t.Errorf("Charge without a key = %v, want onceq.ErrInvalid", err)
+	if _, err := (&Client{URL: srv.URL}).Charge(context.Background(), "", validPayment()); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("Charge without a key = %v, want dedup.ErrInvalid", err)
 	}
 	if _, err := (&Client{}).Charge(context.Background(), "k", validPayment()); err == nil {
 		t.Errorf("Charge without a URL succeeded")

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/httpauth"
 	"github.com/onceq/onceq/tasks"
 )
@@ -77,7 +77,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "Idempotency-Key header is required")
 		return
 	}
-	if _, err := onceq.NewKey("gateway", key); err != nil {
+	if _, err := dedup.NewKey("gateway", key); err != nil {
 		writeProblem(w, http.StatusBadRequest, "bad Idempotency-Key: "+err.Error())
 		return
 	}

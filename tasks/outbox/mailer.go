@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -82,10 +82,10 @@ func buildMessage(m tasks.Message, from string, now time.Time) ([]byte, error) {
 	}
 	toAddr, err := mail.ParseAddress(m.To)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: mail: %w: to %q: %v", onceq.ErrInvalid, m.To, err)
+		return nil, fmt.Errorf("outbox: mail: %w: to %q: %v", dedup.ErrInvalid, m.To, err)
 	}
 	if strings.ContainsAny(m.MessageID+m.Subject, "\r\n") {
-		return nil, fmt.Errorf("outbox: mail: %w: header contains CR or LF", onceq.ErrInvalid)
+		return nil, fmt.Errorf("outbox: mail: %w: header contains CR or LF", dedup.ErrInvalid)
 	}
 	var b bytes.Buffer
 	header := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }

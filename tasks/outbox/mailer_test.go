@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -33,8 +33,8 @@ func TestBuildMessageRejectsHeaderInjection(t *testing.T) {
 		{MessageID: "<a@b>\nBcc: eve@example.com", To: "bob@example.com"},
 		{MessageID: "<a@b>", To: "bob@example.com\r\nBcc: eve@example.com"},
 	} {
-		if _, err := buildMessage(m, "a@example.com", time.Now()); !errors.Is(err, onceq.ErrInvalid) {
-			t.Errorf("buildMessage(%q) = %v, want onceq.ErrInvalid", m, err)
+		if _, err := buildMessage(m, "a@example.com", time.Now()); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("buildMessage(%q) = %v, want dedup.ErrInvalid", m, err)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -170,14 +170,14 @@ func (s *Mailer) message(m tasks.Message) (*mail.Msg, error) {
 		return nil, errors.New("smtp: no sender configured")
 	}
 	if strings.ContainsAny(m.MessageID+m.Subject+m.To, "\r\n") {
-		return nil, fmt.Errorf("smtp: %w: header contains CR or LF", onceq.ErrInvalid)
+		return nil, fmt.Errorf("smtp: %w: header contains CR or LF", dedup.ErrInvalid)
 	}
 	msg := mail.NewMsg(mail.WithNoDefaultUserAgent(), mail.WithEncoding(mail.EncodingQP), mail.WithCharset(mail.CharsetUTF8))
 	if err := msg.From(from); err != nil {
 		return nil, fmt.Errorf("smtp: sender %q: %w", from, err)
 	}
 	if err := msg.To(m.To); err != nil {
-		return nil, fmt.Errorf("smtp: %w: to %q: %v", onceq.ErrInvalid, m.To, err)
+		return nil, fmt.Errorf("smtp: %w: to %q: %v", dedup.ErrInvalid, m.To, err)
 	}
 	msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
 	msg.SetDate()

@@ -18,13 +18,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/tasks"
 )
 
 func testMessage(to string) tasks.Message {
-	k, _ := onceq.NewKey(tasks.TypeEmail, "welcome-1")
+	k, _ := dedup.NewKey(tasks.TypeEmail, "welcome-1")
 	return tasks.Message{
 		MessageID: tasks.MessageID(k.String()),
 		From:      "Sender <sender@example.com>",
@@ -218,7 +218,7 @@ func TestHeaderInjectionIsInvalid(t *testing.T) {
 		{MessageID: "<a@b>", To: "bob@example.com\r\nBcc: eve@example.com"},
 		{MessageID: "<a@b>", To: "not an address"},
 	} {
-		if err := m.Send(context.Background(), msg); !errors.Is(err, onceq.ErrInvalid) {
+		if err := m.Send(context.Background(), msg); !errors.Is(err, dedup.ErrInvalid) {
 			t.Errorf("Send(%q) = %v, want ErrInvalid", msg, err)
 		}
 	}
@@ -275,7 +275,7 @@ func TestSendSpan(t *testing.T) {
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -25,7 +25,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v84"
 	"go.uber.org/zap"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -98,7 +98,7 @@ func New(o Options) (*Gateway, error) {
 // as is, since retrying cannot change it.
 func (g *Gateway) Charge(ctx context.Context, key string, p tasks.Payment) (tasks.Charge, error) {
 	if key == "" {
-		return tasks.Charge{}, fmt.Errorf("stripe: %w: empty idempotency key", onceq.ErrInvalid)
+		return tasks.Charge{}, fmt.Errorf("stripe: %w: empty idempotency key", dedup.ErrInvalid)
 	}
 	params := &stripego.PaymentIntentCreateParams{
 		Amount:        stripego.Int64(p.Amount),

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/onceq/onceq"
+	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/peertest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -163,7 +163,7 @@ func TestNewNeedsAKey(t *testing.T) {
 		t.Fatal("New without a key succeeded")
 	}
 	g := newGateway(t, "http://127.0.0.1:1")
-	if _, err := g.Charge(context.Background(), "", payment("pm_card_visa")); !errors.Is(err, onceq.ErrInvalid) {
+	if _, err := g.Charge(context.Background(), "", payment("pm_card_visa")); !errors.Is(err, dedup.ErrInvalid) {
 		t.Errorf("Charge without a key = %v, want ErrInvalid", err)
 	}
 }

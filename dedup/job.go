@@ -1,0 +1,59 @@
+package dedup
+
+import (
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Rule is a time window or rate rule: a key with its own window, taken at
+// first acceptance, e.g. "scan of file-123 within 30 s" or "500 EUR to
+// account A within 60 s". A job refused by a rule is Throttled, never a
+// Duplicate: the rule's holder is another job the caller may not read.
+type Rule struct {
+	// Key of the window. Its ID may be any string: one that is not a valid
+	// key id (spaces, braces, too long) or starts with "~" is replaced by
+	// "~k" and its hex SHA-256, so account names and the like are usable.
+	Key    Key
+	Window time.Duration
+	// Repeats: a repeat of the job that holds the rule is throttled too (an
+	// identical scan within the scan window). Otherwise it falls through to
+	// the job's own key: duplicate or conflict.
+	Repeats bool
+	// Global: the rule binds every caller, not just the scope the job was
+	// built for (Catalog.Build). Default: false, a caller's rules are its own.
+	Global bool
+}
+
+// Job is a task ready for the Producer: the asynq task with its idempotency
+// key, fingerprint and dedup policy. Only a Spec builds Jobs (Typed.Job,
+// Catalog.Build), so no way in can forget or bend the policy.
+type Job struct {
+	Task        *asynq.Task
+	Key         Key
+	Fingerprint string
+	// Queue is the asynq queue: the Spec's Queue, or the shard of it that
+	// Key hashes to (Spec.Shards). A Job given another Queue is enqueued
+	// there, and Producer.Status still finds it (it looks in the computed
+	// shard first, then in every queue).
+	Queue string
+	// Unique refuses Key again for this long after first acceptance, through
+	// the asynq TaskID (no extra round trip) and, once the job is done, its
+	// idempotency record.
+	Unique time.Duration
+	// Rules are the job's windows and rate rules, taken in order.
+	Rules []*Rule
+	// MaxRetry for asynq; 0 means asynq's default (25).
+	MaxRetry int
+	// Repeat is what a repeat of Key gets before the job starts.
+	Repeat Repeat
+	// KeepFailed: a job that failed for good keeps blocking Key for the
+	// unique window, instead of letting a repeat start a new incarnation.
+	KeepFailed bool
+	// keepCompleted: asynq keeps the completed task for Unique (the Spec's
+	// WriteResult), for the dashboard.
+	keepCompleted bool
+	// Err is why the payload was refused (it wraps ErrInvalid): Typed.Job
+	// sets it, and Producer.Enqueue returns it without enqueuing.
+	Err error
+}

@@ -1,0 +1,107 @@
+package dedup
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/hibiken/asynq"
+)
+
+// ErrInvalid is wrapped by every constructor and handler error caused by a
+// payload that can never succeed (bad address, traversal path, bad amount).
+// Handlers also wrap asynq.SkipRetry with it, so asynq archives the task.
+var ErrInvalid = errors.New("invalid payload")
+
+// ErrMalformed is wrapped by the errors of a payload that is not the
+// expected JSON at all (syntax, duplicate or case-variant names, unknown
+// field, wrong type, trailing data), as opposed to well-formed JSON whose
+// content is refused. It wraps ErrInvalid.
+var ErrMalformed = fmt.Errorf("%w: malformed JSON", ErrInvalid)
+
+// newJob marshals payload and builds its Job with the key and fingerprint
+// derive gives it; the fingerprint is fpOf's instead when fpOf is
+// not nil.
+func newJob(typ string, payload, fpOf any, explicit, queue, scope string) (Job, error) {
+	b, err := marshal(payload)
+	if err != nil {
+		return Job{}, fmt.Errorf("onceq: new %s: %w: %v", typ, ErrInvalid, err)
+	}
+	key, fp, err := derive(typ, b, explicit, volatileOf(payload))
+	if err != nil {
+		return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
+	}
+	if fpOf != nil {
+		pb, err := marshal(fpOf)
+		if err != nil {
+			return Job{}, fmt.Errorf("onceq: new %s: %w: %v", typ, ErrInvalid, err)
+		}
+		if _, fp, err = derive(typ, pb, key.ID, nil); err != nil {
+			return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
+		}
+	}
+	if scope != "" {
+		// The scope holds no ':', so no id of one scope is another's.
+		id, err := callerID(typ, scope+":"+key.ID)
+		if err == nil {
+			key, err = NewKey(typ, id)
+		}
+		if err != nil {
+			return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
+		}
+	}
+	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{
+		headerKey:         key.String(),
+		headerFingerprint: fp,
+	})
+	return Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: defaultUnique}, nil
+}
+
+// leanTask is j's task as the Producer sends it under j.Key.TaskID()
+// (holder is j.Key.String()): without headerKey when the worker reads the
+// same key from the task id (taskKeyOf), which saves encoding, storing
+// and decoding it per task. Every valid key comes back from its task id
+// (dedup's FuzzTaskID), so a valid key stands in for decoding the id on each
+// enqueue. The Job keeps the header, so its task enqueued some other way
+// still carries its key. A rebuilt task has no per-task asynq options;
+// constructors set none.
+func leanTask(j Job, holder string) *asynq.Task {
+	h := j.Task.Headers()
+	if k, err := parseKeyString(holder); err != nil || k != j.Key || k.Namespace != j.Task.Type() || h[headerKey] != holder {
+		return j.Task
+	}
+	lean := make(map[string]string, len(h))
+	for name, v := range h {
+		if name != headerKey {
+			lean[name] = v
+		}
+	}
+	return asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), lean)
+}
+
+// marshal is json.Marshal without HTML escaping, so payloads read naturally in
+// the dashboard ("<" stays "<" in an email body).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// decode strictly decodes one payload into v: invalid UTF-8, duplicate
+// member names, names that match a field only in another case, unknown
+// members, trailing data and wrong types are errors wrapping ErrMalformed.
+// With last-one-wins or case folding, `"amount":1,"Amount":9` would charge
+// 9 while a reviewer of the body reads 1. The JSON v2 decoder has these
+// modes by default; only the rejection of unknown members is added.
+func decode(data []byte, v any) error {
+	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return nil
+}

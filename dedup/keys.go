@@ -1,0 +1,34 @@
+package dedup
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Every Redis key onceq's engine writes is built here. The hash tag {ns/id}
+// puts all keys of one idempotency key in one Cluster slot, so each Lua call
+// touches one slot; NewKey keeps '{' and '}' out of ns and id.
+const keyPrefix = "onceq:"
+
+// recordKey is the idempotency record (a packed string, see record.go).
+// Owner: the engine; it always carries a TTL (running: lease + grace, done: done TTL, failed: failed TTL).
+func recordKey(k Key) string { return keyPrefix + "{" + k.String() + "}:rec" }
+
+// windowKey is a time window or rate rule (a string holding the holder).
+// Owner: the engine; TTL: the window.
+func windowKey(k Key) string { return keyPrefix + "{" + k.String() + "}:win" }
+
+// liveKey is a worker process's liveness key, named by its boot owner: it
+// exists while the process runs. Owner: the Server, which refreshes it
+// every third of its TTL and deletes it last on shutdown.
+func liveKey(owner string) string { return keyPrefix + "{" + owner + "}:live" }
+
+// keyOfRecord is the inverse of recordKey.
+func keyOfRecord(rec string) (Key, error) {
+	s, ok := strings.CutPrefix(rec, keyPrefix+"{")
+	s, ok2 := strings.CutSuffix(s, "}:rec")
+	if !ok || !ok2 {
+		return Key{}, fmt.Errorf("onceq: %q is not a record key", rec)
+	}
+	return parseKeyString(s)
+}

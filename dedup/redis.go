@@ -1,0 +1,315 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/storerule"
+)
+
+// RedisStore is the Store on Redis: single, Sentinel or Cluster alike.
+type RedisStore struct {
+	rdb  redis.UniversalClient
+	opts StoreOptions
+}
+
+var _ Store = (*RedisStore)(nil)
+
+// NewRedisStore returns a Store on rdb. The caller owns rdb and closes it.
+func NewRedisStore(rdb redis.UniversalClient, opts StoreOptions) (*RedisStore, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &RedisStore{rdb: rdb, opts: opts}, nil
+}
+
+func (s *RedisStore) observe(ctx context.Context, op string, k Key, o string, tok int64, reason string) {
+	s.opts.Observer(ctx, Event{Op: op, Key: k, Outcome: o, Token: tok, Reason: reason})
+}
+
+func (s *RedisStore) fail(ctx context.Context, op string, k Key, err error) error {
+	s.observe(ctx, op, k, outcomeError, 0, err.Error())
+	return fmt.Errorf("onceq: %s %q: %w", op, k.String(), err)
+}
+
+func (s *RedisStore) runningTTL(lease time.Duration) int64 {
+	return (lease + s.opts.FailedTTL).Milliseconds()
+}
+
+// Claim implements Store. The common case, no record yet, is one plain
+// SET NX PX GET that writes the running record; a done record it returns
+// answers a duplicate or a mismatch at once. Only a running or failed record
+// needs claim.lua, whatever its fingerprint: a mismatch is decided against
+// a done record alone.
+func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration, delivery string) (Claim, error) {
+	if err := storerule.AtLeastMS("lease", lease); err != nil {
+		return Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
+	}
+	owner, reentrant := delivery, delivery != ""
+	if !reentrant {
+		owner = s.opts.Owner
+	}
+	if err := errors.Join(checkField("fingerprint", fingerprint), checkField("delivery", owner)); err != nil {
+		return Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
+	}
+	tok, now := nextToken(), time.Now().UnixMilli()
+	key := recordKey(k)
+	old, err := s.rdb.SetArgs(ctx, key, packRunning(tok, owner, 1, now, fingerprint, now, s.opts.FailedTTL),
+		redis.SetArgs{Mode: "NX", TTL: lease + s.opts.FailedTTL, Get: true}).Result()
+	var c Claim
+	switch {
+	case errors.Is(err, redis.Nil): // written: ours
+		c = Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: tok, Owner: owner}, Attempt: 1,
+			LeaseUntil: time.Now().Add(lease)}
+	case err != nil:
+		return Claim{}, s.fail(ctx, opClaim, k, err)
+	default:
+		c, err = s.decide(k, fingerprint, old, -1)
+		if err == nil && c.Outcome == "" {
+			c, err = s.claimSlow(ctx, k, fingerprint, owner, reentrant, tok, now, lease)
+		}
+		if err != nil {
+			return Claim{}, s.fail(ctx, opClaim, k, err)
+		}
+	}
+	s.report(ctx, k, c)
+	return c, nil
+}
+
+// report observes the outcome of a claim of k.
+func (s *RedisStore) report(ctx context.Context, k Key, c Claim) {
+	switch c.Outcome {
+	case Acquired:
+		s.observe(ctx, opClaim, k, outcomeClaimed, c.Hold.Token, "")
+	case Duplicate:
+		s.observe(ctx, opClaim, k, outcomeDuplicate, 0, storerule.ReasonDuplicate(c.CompletedAt))
+	case InProgress:
+		s.observe(ctx, opClaim, k, outcomeInProgress, 0, storerule.ReasonInProgress(c.Owner, c.LeaseUntil))
+	case Conflict:
+		s.observe(ctx, opClaim, k, outcomeMismatch, 0, storerule.ReasonMismatch(c.Fingerprint))
+	}
+}
+
+// decide answers a claim from a record it did not acquire. pttl < 0 means
+// unknown: a running or failed record then needs claim.lua (Outcome ""). A
+// running record with a known pttl is a live lease, whichever fingerprint
+// it holds: the newer job waits for it instead of being archived.
+func (s *RedisStore) decide(k Key, fingerprint, v string, pttl int64) (Claim, error) {
+	p, err := unpack(v)
+	if err != nil {
+		return Claim{}, err
+	}
+	switch {
+	case p.state == 'd' && p.mismatch(fingerprint):
+		return Claim{Outcome: Conflict, Fingerprint: p.fp}, nil
+	case p.state == 'd':
+		return Claim{Outcome: Duplicate, Result: []byte(p.tail), CompletedAt: time.UnixMilli(p.updated)}, nil
+	case pttl < 0:
+		return Claim{}, nil
+	case p.state == 'r':
+		left := time.Duration(pttl)*time.Millisecond - p.grace()
+		return Claim{Outcome: InProgress, LeaseUntil: time.Now().Add(left), Owner: p.owner}, nil
+	}
+	return Claim{}, fmt.Errorf("claim.lua declined a %c record", p.state)
+}
+
+func (s *RedisStore) claimSlow(ctx context.Context, k Key, fingerprint, owner string, reentrant bool, tok, now int64, lease time.Duration) (Claim, error) {
+	again := "0"
+	if reentrant {
+		again = "1"
+	}
+	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k)}, fingerprint, owner, tok, now,
+		lease.Milliseconds(), s.opts.FailedTTL.Milliseconds(), again).Slice()
+	if err != nil {
+		return Claim{}, err
+	}
+	if len(v) == 4 && asInt(v[0]) == 1 {
+		return Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: asInt(v[1]), Owner: owner},
+			Attempt: int(asInt(v[2])), LeaseUntil: time.Now().Add(lease)}, nil
+	}
+	if len(v) == 3 && asInt(v[0]) == 0 {
+		rec, _ := v[1].(string)
+		return s.decide(k, fingerprint, rec, asInt(v[2]))
+	}
+	return Claim{}, fmt.Errorf("unexpected reply %v", v)
+}
+
+func asInt(v any) int64 {
+	switch t := v.(type) {
+	case int64:
+		return t
+	case string:
+		n, _ := strconv.ParseInt(t, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// Extend implements Store. All holds go out in one pipeline: one round trip
+// per heartbeat tick, however many tasks the process runs.
+func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...Hold) []error {
+	errs := make([]error, len(holds))
+	if len(holds) == 0 {
+		return errs
+	}
+	ttl := s.runningTTL(lease)
+	cmds := make([]*redis.Cmd, len(holds))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, h := range holds {
+			cmds[i] = extendScript.EvalSha(ctx, p, []string{recordKey(h.Key)}, holderPrefix(h), ttl)
+		}
+		return nil
+	})
+	// Scripts not loaded yet (first use, or Redis restarted): EvalSha failed
+	// with NOSCRIPT; Run loads them for the next tick.
+	for i, h := range holds {
+		n, err := cmds[i].Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			n, err = extendScript.Run(ctx, s.rdb, []string{recordKey(h.Key)}, holderPrefix(h), ttl).Int64()
+		}
+		switch {
+		case err != nil:
+			errs[i] = s.fail(ctx, opExtend, h.Key, err)
+		case n == 0:
+			s.observe(ctx, opExtend, h.Key, outcomeLeaseLost, h.Token, storerule.ReasonStale)
+			errs[i] = fmt.Errorf("onceq: extend %q: %w", h.Key.String(), ErrLeaseLost)
+		default:
+			s.observe(ctx, opExtend, h.Key, outcomeExtended, h.Token, "")
+		}
+	}
+	return errs
+}
+
+// Complete implements Store.
+func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte, ttl time.Duration) error {
+	if len(result) > s.opts.MaxResultBytes {
+		return fmt.Errorf("onceq: complete %q: %d bytes over %d: %w",
+			h.Key.String(), len(result), s.opts.MaxResultBytes, ErrResultTooLarge)
+	}
+	ttl, err := storerule.DoneTTL(s.opts.DoneTTL, ttl)
+	if err != nil {
+		return fmt.Errorf("onceq: complete %q: %w", h.Key.String(), err)
+	}
+	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+		holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds()).Int64()
+	return s.finish(ctx, opComplete, outcomeCompleted, h, n, err)
+}
+
+// Release implements Store.
+func (s *RedisStore) Release(ctx context.Context, h Hold, cause string) error {
+	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
+		holderPrefix(h), "f", time.Now().UnixMilli(), cause, s.opts.FailedTTL.Milliseconds()).Int64()
+	return s.finish(ctx, opRelease, outcomeReleased, h, n, err)
+}
+
+func (s *RedisStore) finish(ctx context.Context, op string, ok string, h Hold, n int64, err error) error {
+	switch {
+	case err != nil:
+		return s.fail(ctx, op, h.Key, err)
+	case n == 0:
+		s.observe(ctx, op, h.Key, outcomeLeaseLost, h.Token, storerule.ReasonStale)
+		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), ErrLeaseLost)
+	}
+	s.observe(ctx, op, h.Key, ok, h.Token, "")
+	return nil
+}
+
+// Status implements Store.
+func (s *RedisStore) Status(ctx context.Context, k Key) (Record, error) {
+	var get *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, recordKey(k))
+		ttl = p.PTTL(ctx, recordKey(k))
+		return nil
+	})
+	r := Record{Key: k, State: StatusUnknown}
+	if errors.Is(err, redis.Nil) {
+		return r, nil
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+	}
+	r, err = recordOf(k, get.Val(), ttl.Val())
+	if err != nil {
+		return Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+	}
+	return r, nil
+}
+
+// recordOf reads the packed record v of k, whose PTTL was ttl.
+func recordOf(k Key, v string, ttl time.Duration) (Record, error) {
+	r := Record{Key: k, State: StatusUnknown}
+	p, err := unpack(v)
+	if err != nil {
+		return Record{}, err
+	}
+	r.Fingerprint, r.Attempts, r.Token, r.Owner = p.fp, p.attempts, p.token, p.owner
+	r.FirstSeen, r.UpdatedAt = time.UnixMilli(p.firstSeen), time.UnixMilli(p.updated)
+	if ttl > 0 {
+		r.ExpiresIn = ttl
+	}
+	switch p.state {
+	case 'r':
+		r.State = StatusRunning
+		r.LeaseUntil = time.Now().Add(r.ExpiresIn - p.grace())
+	case 'd':
+		r.State = StatusDone
+		r.Result = []byte(p.tail)
+		r.CompletedAt = r.UpdatedAt
+	case 'f':
+		r.State = StatusFailed
+		r.Error = p.tail
+	}
+	return r, nil
+}
+
+// Forget implements Store.
+func (s *RedisStore) Forget(ctx context.Context, k Key) error {
+	// Two keys in one slot (same hash tag): one DEL works on Cluster too.
+	if err := s.rdb.Del(ctx, recordKey(k), windowKey(k)).Err(); err != nil {
+		return fmt.Errorf("onceq: forget %q: %w", k.String(), err)
+	}
+	return nil
+}
+
+// Reserve implements Store.
+func (s *RedisStore) Reserve(ctx context.Context, k Key, window time.Duration, holder string) (Reservation, error) {
+	if err := storerule.AtLeastMS("window", window); err != nil {
+		return Reservation{}, fmt.Errorf("onceq: reserve %q: %w", k.String(), err)
+	}
+	v, err := reserveScript.Run(ctx, s.rdb, []string{windowKey(k)}, holder, window.Milliseconds()).Slice()
+	if err != nil {
+		return Reservation{}, s.fail(ctx, opReserve, k, err)
+	}
+	if len(v) == 1 {
+		s.observe(ctx, opReserve, k, outcomeReserved, 0, "")
+		return Reservation{Reserved: true}, nil
+	}
+	if len(v) != 3 {
+		return Reservation{}, s.fail(ctx, opReserve, k, fmt.Errorf("unexpected reply %v", v))
+	}
+	r := Reservation{RetryAfter: time.Duration(max(asInt(v[2]), 0)) * time.Millisecond}
+	r.Holder, _ = v[1].(string)
+	if r.Holder == holder {
+		// The same job again: its own window does not throttle it.
+		s.observe(ctx, opReserve, k, outcomeReserved, 0, storerule.ReasonSameHolder)
+		return r, nil
+	}
+	s.observe(ctx, opReserve, k, outcomeThrottled, 0, storerule.ReasonThrottled(r.Holder, r.RetryAfter))
+	return r, nil
+}
+
+// Unreserve implements Store.
+func (s *RedisStore) Unreserve(ctx context.Context, k Key, holder string) error {
+	if err := unreserveScript.Run(ctx, s.rdb, []string{windowKey(k)}, holder).Err(); err != nil {
+		return fmt.Errorf("onceq: unreserve %q: %w", k.String(), err)
+	}
+	return nil
+}

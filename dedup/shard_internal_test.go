@@ -1,0 +1,106 @@
+package dedup
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"testing"
+)
+
+// The shard of a key is part of the data layout: these values never change.
+func TestQueueOfPinned(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		queue  string
+		key    Key
+		shards int
+		want   string
+	}{
+		{"default", Key{"email:send", "welcome-1"}, 0, "default"},
+		{"default", Key{"email:send", "welcome-1"}, 1, "default"},
+		{"default", Key{"email:send", "welcome-1"}, 4, "default.0"},
+		{"default", Key{"email:send", "welcome-2"}, 4, "default.1"},
+		{"critical", Key{"payment:charge", "pmt-20260628-001"}, 3, "critical.2"},
+		{"critical", Key{"payment:charge", "pmt-20260628-001"}, 256, "critical.146"},
+		{"low", Key{"scan:file", "~5f3bdd"}, 16, "low.7"},
+	} {
+		if got := queueOf(tt.queue, tt.key, tt.shards); got != tt.want {
+			t.Errorf("queueOf(%q, %s, %d) = %q, want %q", tt.queue, tt.key, tt.shards, got, tt.want)
+		}
+	}
+}
+
+// fnv1a is the standard 32-bit FNV-1a of Key.String, without the string.
+// Not parallel: AllocsPerRun.
+func TestFNV1aIsStandard(t *testing.T) {
+	for i := range 100 {
+		k := Key{"email:send", fmt.Sprintf("k-%d", i)}
+		h := fnv.New32a()
+		h.Write([]byte(k.String()))
+		if got, want := fnv1a(k.Namespace, "/", k.ID), h.Sum32(); got != want {
+			t.Fatalf("fnv1a(%s) = %#x, hash/fnv says %#x", k, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = queueOf("default", Key{"a:b", "c"}, 1) }); n != 0 {
+		t.Errorf("queueOf with one shard allocates %v times", n)
+	}
+}
+
+// Keys spread evenly over the shards, and the three shards of "default"
+// sit on the three masters of a cluster that redis-cli --cluster create
+// made (slots split in three equal ranges): so the Cluster test's load
+// can spread (cluster_test.go checks the real placement).
+func TestShardsSpread(t *testing.T) {
+	t.Parallel()
+	const keys, shards = 30000, 3
+	count := map[string]int{}
+	for i := range keys {
+		count[queueOf("default", Key{"email:send", fmt.Sprintf("job-%d", i)}, shards)]++
+	}
+	qs := shardsOf("default", shards)
+	if !slices.Equal(qs, []string{"default.0", "default.1", "default.2"}) {
+		t.Fatalf("shards %q", qs)
+	}
+	for _, q := range qs {
+		if n := count[q]; n < keys/shards*95/100 || n > keys/shards*105/100 {
+			t.Errorf("shard %s holds %d of %d keys, want within 5%% of %d", q, n, keys, keys/shards)
+		}
+	}
+	masters := map[int]bool{}
+	for _, q := range qs {
+		masters[int(crc16("asynq:{"+q+"}:pending"))%16384*3/16384] = true
+	}
+	if len(masters) != 3 {
+		t.Errorf("the shards of default land on %d of 3 evenly split masters", len(masters))
+	}
+}
+
+// crc16 is Redis Cluster's key hash (CRC16-XMODEM) of key's hash tag.
+func crc16(key string) uint16 {
+	if i := indexByte(key, '{'); i >= 0 {
+		if j := indexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

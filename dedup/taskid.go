@@ -1,0 +1,77 @@
+package dedup
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The asynq task id of a job is its key in a form the asynqmon dashboard can
+// route. asynqmon v0.7 puts the id in a URL path segment unescaped (so '/' —
+// even as %2F — '%', '?' and '#' break its task page) and shortens ids in its
+// lists at the first '-'. The encoding, applied to "namespace/id":
+//
+//	A-Z a-z 0-9 ':' '.' '_'   themselves
+//	'/' (the separator)       '='
+//	'-'                       '~'
+//	any other byte            '!' and two upper-case hex digits
+//
+// so payment:charge/pmt-10 becomes payment:charge=pmt~10. '=', '~' and '!'
+// are never copied, so the encoding is injective; '{' and '}' never appear
+// (asynq forbids them in ids under Redis Cluster). TaskID and keyFromTaskID
+// are the only place it is written.
+
+const hexDigits = "0123456789ABCDEF"
+
+func taskIDSafe(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == ':' || c == '.' || c == '_'
+}
+
+// TaskID is the asynq task id onceq gives the job with key k.
+func (k Key) TaskID() string {
+	s := k.String()
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case taskIDSafe(c):
+			b.WriteByte(c)
+		case c == '/':
+			b.WriteByte('=')
+		case c == '-':
+			b.WriteByte('~')
+		default:
+			b.WriteByte('!')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&0xf])
+		}
+	}
+	return b.String()
+}
+
+// keyFromTaskID is the inverse of Key.TaskID. It accepts only what TaskID
+// produces, so each key has exactly one task id.
+func keyFromTaskID(id string) (Key, error) {
+	var b strings.Builder
+	b.Grow(len(id))
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c == '=':
+			b.WriteByte('/')
+		case c == '~':
+			b.WriteByte('-')
+		case c == '!' && i+2 < len(id) && strings.IndexByte(hexDigits, id[i+1]) >= 0 && strings.IndexByte(hexDigits, id[i+2]) >= 0:
+			b.WriteByte(byte(strings.IndexByte(hexDigits, id[i+1])<<4 | strings.IndexByte(hexDigits, id[i+2])))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	k, err := parseKeyString(b.String())
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: task id %q: not an onceq task id", errInvalidKey, id)
+	}
+	if k.TaskID() != id {
+		return Key{}, fmt.Errorf("%w: task id %q is not in canonical form (want %q)", errInvalidKey, id, k.TaskID())
+	}
+	return k, nil
+}

@@ -1,0 +1,70 @@
+package dedup
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestTaskID(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ ns, id, want string }{
+		{"payment:charge", "pmt-20260628-001", "payment:charge=pmt~20260628~001"},
+		{"email:send", "5f3bdd0a", "email:send=5f3bdd0a"},
+		{"webhook:process", "acme:evt_1", "webhook:process=acme:evt_1"},
+		{"a", "b/c", "a=b=c"},
+		{"a", "x=y~z!w%?#&+", "a=x!3Dy!7Ez!21w!25!3F!23!26!2B"},
+		{"a", "é", "a=!C3!A9"},
+	}
+	for _, tt := range tests {
+		k, err := NewKey(tt.ns, tt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := k.TaskID()
+		if got != tt.want {
+			t.Errorf("TaskID(%v) = %q, want %q", k, got, tt.want)
+		}
+		back, err := keyFromTaskID(got)
+		if err != nil || back != k {
+			t.Errorf("keyFromTaskID(%q) = %v, %v; want %v", got, back, err, k)
+		}
+		for _, s := range []string{got, k.String()} {
+			if back, err := ParseKey(s); err != nil || back != k {
+				t.Errorf("ParseKey(%q) = %v, %v; want %v", s, back, err, k)
+			}
+		}
+	}
+}
+
+func TestKeyFromTaskIDRejects(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{
+		"", "noseparator", "=id", "ns=", "a=!2d", "a=!4", "a=!41", "a=b!", "a=x{y}", "a=b c",
+	} {
+		if k, err := keyFromTaskID(id); !errors.Is(err, errInvalidKey) {
+			t.Errorf("keyFromTaskID(%q) = %v, %v; want errInvalidKey", id, k, err)
+		}
+	}
+}
+
+// FuzzTaskID: every valid key maps to a routable id and back, and two keys
+// never share an id (the round trip is the identity).
+func FuzzTaskID(f *testing.F) {
+	f.Add("payment:charge", "pmt-1/2=3~4!5")
+	f.Add("x", "é€%2F")
+	f.Fuzz(func(t *testing.T, ns, id string) {
+		k, err := NewKey(ns, id)
+		if err != nil {
+			return
+		}
+		tid := k.TaskID()
+		if strings.ContainsAny(tid, "/-{}%?# ") {
+			t.Fatalf("TaskID(%v) = %q contains a character asynqmon cannot route", k, tid)
+		}
+		back, err := keyFromTaskID(tid)
+		if err != nil || back != k {
+			t.Fatalf("round trip %v -> %q -> %v, %v", k, tid, back, err)
+		}
+	})
+}

@@ -1,0 +1,157 @@
+package api_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceq/onceq/internal/api"
+)
+
+// held starts a webhook of size bytes on a raw connection and sends its
+// headers and the first part of its body, then holds: the server has
+// reserved its budget once it reads. finish sends the rest and returns the
+// answer.
+func held(t *testing.T, e *env, size int) (finish func() reply) {
+	t.Helper()
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	body := strings.Repeat(" ", size)
+	fmt.Fprintf(c, "POST /v1/webhooks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		source, size, body[:size/2])
+	return func() reply {
+		t.Helper()
+		if _, err := io.WriteString(c, body[size/2:]); err != nil {
+			t.Fatal(err)
+		}
+		return readReply(t, c)
+	}
+}
+
+func readReply(t *testing.T, c net.Conn) reply {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// unsigned posts body to the webhook route without a signature.
+func (e *env) unsigned(t *testing.T, body string) reply {
+	t.Helper()
+	return e.doT(t, req{path: "/v1/webhooks/" + source, body: body, header: map[string]string{"Authorization": ""}})
+}
+
+// A body the budget has no room for is a 503 with Retry-After, its body
+// unread; the room comes back once the holder's signature is checked.
+func TestWebhookBudgetRefusesWhenSpentAndFreesOnRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookBudgetWait = 4<<10, 4<<10, 20*time.Millisecond
+	})
+	finish := held(t, e, 4<<10)
+	// Until the held body has its reservation a probe gets the room (and a
+	// 401); from then on every probe is refused.
+	var r reply
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if r = e.unsigned(t, "{}"); r.Status == http.StatusServiceUnavailable {
+			break
+		}
+		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("probe while a body holds the budget: %d %s", r.Status, r.Body)
+		}
+	}
+	p := problem(t, r, http.StatusServiceUnavailable)
+	if p.Type != api.ProblemType+"body-budget-exhausted" || p.RetryAfter != 1 || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("refusal %+v, Retry-After %q: want body-budget-exhausted, retry after 1s", p, r.Header.Get("Retry-After"))
+	}
+	// A signed body is refused alike: nothing is known of it before it is read.
+	if r := e.webhook(eventBody("evt_budget", 1), "k-budget"); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("signed webhook while the budget is spent: %d %s", r.Status, r.Body)
+	}
+
+	problem(t, finish(), http.StatusUnauthorized)
+	if r := e.unsigned(t, "{}"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("after the held body was refused: %d %s, want 401: its reservation is back", r.Status, r.Body)
+	}
+	accepted(t, e.webhook(eventBody("evt_budget", 1), "k-budget"), http.StatusAccepted)
+	if r := e.unsigned(t, "{}"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("after a body was accepted: %d %s, want 401: its reservation is back", r.Status, r.Body)
+	}
+}
+
+// A body without Content-Length is read in steps against the same limit.
+func TestWebhookBodyWithoutLength(t *testing.T) {
+	t.Parallel()
+	const limit = 200 << 10 // several doublings from the first step
+	e := newEnv(t, func(o *api.Options) { o.MaxBodyBytes, o.WebhookBodyBudget = limit, limit })
+	send := func(body, sig string) reply {
+		t.Helper()
+		// A reader of unknown length: net/http sends it chunked.
+		hr, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/webhooks/"+source, io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set(api.SignatureHeader, sig)
+		resp, err := e.srv.Client().Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	event := func(id string, pad int) string {
+		return `{"id":"` + id + `","type":"thing.happened","data":{"pad":"` + strings.Repeat("a", pad) + `"}}`
+	}
+	for _, n := range []int{10, 64 << 10, 150 << 10, limit - 100} {
+		body := event(fmt.Sprintf("evt_chunked_%d", n), n)
+		if len(body) > limit {
+			t.Fatalf("test body of %d bytes is over the limit", len(body))
+		}
+		accepted(t, send(body, api.Sign(secret, e.clock(), []byte(body))), http.StatusAccepted)
+	}
+	body := event("evt_chunked_big", limit)
+	problem(t, send(body, api.Sign(secret, e.clock(), []byte(body))), http.StatusRequestEntityTooLarge)
+	// Every step's reservation came back: the whole budget is free.
+	body = event("evt_chunked_last", limit-100)
+	accepted(t, send(body, api.Sign(secret, e.clock(), []byte(body))), http.StatusAccepted)
+}
+
+// A body that holds budget must arrive within WebhookBodyTimeout.
+func TestWebhookSlowBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookBodyTimeout = 4<<10, 4<<10, 50*time.Millisecond
+	})
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "POST /v1/webhooks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", source)
+	p := problem(t, readReply(t, c), http.StatusRequestTimeout)
+	if p.Type != api.ProblemType+"body-timeout" {
+		t.Fatalf("slow body: %+v", p)
+	}
+	if r := e.unsigned(t, "{}"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("after the slow body timed out: %d %s, want 401: its reservation is back", r.Status, r.Body)
+	}
+}

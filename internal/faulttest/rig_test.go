@@ -1,0 +1,254 @@
+package faulttest
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/internal/testenv"
+	"github.com/onceq/onceq/tasks"
+)
+
+// rig is one scenario's world: its own redis-server, the downstreams that
+// count effects, and the test's own view of Redis.
+type rig struct {
+	t      *testing.T
+	redis  *redistest.Server
+	rdb    *redis.Client
+	store  *dedup.RedisStore
+	prod   *dedup.Producer
+	client *asynq.Client
+	insp   *asynq.Inspector
+	gw     *Gateway
+	smtp   *SMTPServer
+}
+
+func newRig(t *testing.T, redisArgs ...string) *rig {
+	t.Helper()
+	binaries(t) // build before the clocks of the scenario start
+	srv := redistest.Start(t, redisArgs...)
+	rdb := srv.Client(t)
+	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := NewGateway()
+	t.Cleanup(gw.Close)
+	smtp, err := NewSMTPServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(smtp.Close)
+	return &rig{t: t, redis: srv, rdb: rdb, store: store,
+		prod:   dedup.NewProducer(rdb, store, dedup.ProducerOptions{}),
+		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
+		gw: gw, smtp: smtp}
+}
+
+// workerVars points a worker at this rig's Redis and downstreams; extra wins.
+func (r *rig) workerVars(extra map[string]string) map[string]string {
+	v := map[string]string{
+		"ONCEQ_REDIS_URL":   "redis://" + r.redis.Addr,
+		"ONCEQ_GATEWAY_URL": r.gw.URL,
+		"ONCEQ_SMTP_ADDR":   r.smtp.Addr,
+	}
+	for k, x := range extra {
+		v[k] = x
+	}
+	return v
+}
+
+func (r *rig) payment(id string, amount int64) dedup.Job {
+	r.t.Helper()
+	j, err := testenv.Job(tasks.Payments.Job(tasks.Payment{PaymentID: id, Account: "acct-" + id, Amount: amount, Currency: "EUR"}))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return j
+}
+
+func (r *rig) email(id, to string) dedup.Job {
+	r.t.Helper()
+	j, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: id, To: to, Subject: "faulttest " + id, Body: "Hello from " + id}))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return j
+}
+
+// enqueue submits jobs through the Producer; each must be accepted.
+func (r *rig) enqueue(jobs ...dedup.Job) {
+	r.t.Helper()
+	for _, j := range jobs {
+		o, err := r.prod.Enqueue(context.Background(), j)
+		if err != nil || o.Decision != dedup.Enqueued {
+			r.t.Fatalf("enqueue %s: %+v %v", j.Key, o, err)
+		}
+	}
+}
+
+// redeliver enqueues j again without its task id: a second delivery of the
+// same job, which at-least-once delivery allows and only the worker-side
+// record can stop.
+func (r *rig) redeliver(j dedup.Job) *asynq.TaskInfo {
+	r.t.Helper()
+	info, err := r.client.Enqueue(j.Task, asynq.Queue(j.Queue), asynq.MaxRetry(max(j.MaxRetry, 10)), asynq.Retention(time.Hour))
+	if err != nil {
+		r.t.Fatalf("redeliver %s: %v", j.Key, err)
+	}
+	return info
+}
+
+func (r *rig) status(k dedup.Key) dedup.Record {
+	r.t.Helper()
+	rec, err := r.store.Status(context.Background(), k)
+	if err != nil {
+		r.t.Fatalf("status %s: %v", k, err)
+	}
+	return rec
+}
+
+// queueLoad sums every queue's tasks by state.
+type queueLoad struct{ active, pending, scheduled, retry, completed, archived int }
+
+func (q queueLoad) idle() bool { return q.active+q.pending+q.scheduled+q.retry == 0 }
+
+func (q queueLoad) String() string {
+	return fmt.Sprintf("active %d, pending %d, scheduled %d, retry %d, completed %d, archived %d",
+		q.active, q.pending, q.scheduled, q.retry, q.completed, q.archived)
+}
+
+func (r *rig) load() (queueLoad, error) {
+	var q queueLoad
+	names, err := r.insp.Queues()
+	if err != nil {
+		return q, err
+	}
+	for _, n := range names {
+		info, err := r.insp.GetQueueInfo(n)
+		if err != nil {
+			return q, err
+		}
+		q.active += info.Active
+		q.pending += info.Pending
+		q.scheduled += info.Scheduled
+		q.retry += info.Retry
+		q.completed += info.Completed
+		q.archived += info.Archived
+	}
+	return q, nil
+}
+
+// settled is a condition for eventually: every key done, no task left to run.
+func (r *rig) settled(keys ...dedup.Key) func() (bool, string) {
+	return func() (bool, string) {
+		for _, k := range keys {
+			rec, err := r.store.Status(context.Background(), k)
+			if err != nil {
+				return false, err.Error()
+			}
+			if rec.State != dedup.StatusDone {
+				return false, fmt.Sprintf("%s is %s (attempts %d, error %q)", k, rec.State, rec.Attempts, rec.Error)
+			}
+		}
+		q, err := r.load()
+		if err != nil {
+			return false, err.Error()
+		}
+		if !q.idle() || q.archived != 0 {
+			return false, q.String()
+		}
+		running, err := r.running()
+		if err != nil || len(running) > 0 {
+			return false, fmt.Sprintf("running records %v (%v)", running, err)
+		}
+		return true, ""
+	}
+}
+
+// running lists the idempotency records, of any key, still in state running.
+func (r *rig) running() ([]string, error) {
+	ctx := context.Background()
+	var out []string
+	iter := r.rdb.Scan(ctx, 0, "onceq:*:rec", 500).Iterator()
+	for iter.Next(ctx) {
+		// The record's layout is the store's business: ask it.
+		name := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), "onceq:{"), "}:rec")
+		k, err := dedup.ParseKey(name)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := r.store.Status(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if rec.State == dedup.StatusRunning {
+			out = append(out, iter.Val())
+		}
+	}
+	return out, iter.Err()
+}
+
+// eventually polls cond until it holds, failing the test after within; it
+// returns how long that took.
+func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for {
+		ok, detail := cond()
+		if ok {
+			return time.Since(start)
+		}
+		last = detail
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %s; last: %s", what, within, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func waitClosed(t *testing.T, within time.Duration, what string, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(within):
+		t.Fatalf("%s: not within %s", what, within)
+	}
+}
+
+var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$`)
+var labelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+// metricSum adds up the samples of name in Prometheus text whose labels
+// include every label in want.
+func metricSum(text, name string, want map[string]string) float64 {
+	var sum float64
+	for line := range strings.SplitSeq(text, "\n") {
+		m := sampleRE.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil || m[1] != name {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range labelRE.FindAllStringSubmatch(m[2], -1) {
+			labels[l[1]] = l[2]
+		}
+		match := true
+		for k, v := range want {
+			match = match && labels[k] == v
+		}
+		if v, err := strconv.ParseFloat(m[3], 64); match && err == nil {
+			sum += v
+		}
+	}
+	return sum
+}

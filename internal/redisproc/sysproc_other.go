@@ -1,7 +1,0 @@
-//go:build !linux
-
-package redisproc
-
-import "syscall"
-
-func dieWithParent() *syscall.SysProcAttr { return nil }
