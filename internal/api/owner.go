@@ -34,8 +34,8 @@ func (s *server) owns(ctx context.Context, k dedup.Key, p string) (bool, error) 
 		if !s.unsure.has(p, k) {
 			return false, nil
 		}
-		ok, err := s.opts.Redis.SetNX(ctx, ownerKey(k), p, s.opts.OwnerTTL).Result()
-		if err != nil || ok {
+		var ok bool
+		if ok, err = s.opts.Redis.SetNX(ctx, ownerKey(k), p, s.opts.OwnerTTL).Result(); err != nil || ok {
 			return ok, err
 		}
 		got, err = s.opts.Redis.Get(ctx, ownerKey(k)).Result()
