@@ -1,4 +1,4 @@
-// Package onceq runs asynq tasks once in effect. Network failures, client
+// Package dedup runs asynq tasks once in effect. Network failures, client
 // retries and worker crashes deliver the same job twice; onceq refuses the
 // repeat at the producer and, at the worker, runs each handler inside an
 // idempotency record in Redis, so the effect happens once.
@@ -69,8 +69,8 @@
 //
 // "Failed for good" is an archived task: its last attempt failed, or the
 // worker refused it. Its record is failed, which never blocks a claim, and
-// the producer swaps the archived task for the next incarnation in one
-// script (lua/enqueue.lua), so there is never both nor neither. Retries
+// the producer swaps the archived task for the next incarnation in the
+// insert's own script, so there is never both nor neither. Retries
 // stay inside one incarnation; each incarnation has its own downstream key
 // (Run.Downstream: "ns/id", then "ns/id#2"), so a downstream that cached the
 // failed attempt's answer does not replay it. A done record refuses a repeat
@@ -114,10 +114,10 @@
 //
 // On a Server outside Redis Cluster a task costs the worker two Redis round
 // trips, as with bare asynq: the claim of a new key runs in the call of
-// asynq's dequeue (lua/dequeue.lua, asynq's script written out with the
-// claim) and Complete (finish.lua) in its acknowledgement (join.go). Where
-// that does not apply (a key with a running or failed record, another asynq
-// version, Cluster, a Middleware on an asynq server of your own) the claim
+// asynq's dequeue and Complete in its acknowledgement (join.go). Where that
+// does not apply (a key with a running or failed record, an asynq the
+// library did not verify, Cluster, a Middleware on an asynq server of your
+// own) the claim
 // (one SET NX PX GET) and Complete are calls of their own: four round trips.
 // The heartbeat extends every live lease of the process in one pipelined
 // round trip per tick.
@@ -139,4 +139,21 @@
 // "key#2", so the downstream does not replay the answer that failed. Redis is the source of truth: on a failover that
 // loses acknowledged writes (asynchronous replication), a claim or completion
 // can be lost and a job can run twice; run Redis with AOF and noeviction.
+//
+// # The asynq it runs on
+//
+// The insert guard, the join and the fast recoverer stand in for scripts of
+// asynq's and read its keys and task messages. A release of this package is
+// verified against named asynq releases (v0.26.0), and NewProducer and
+// NewServer check, in your build, that the linked asynq is one of them: its
+// module version, and the scripts its own client sends to insert a task.
+// Otherwise they return an error naming the linked and the verified
+// releases, unless AllowUnverifiedAsynq is set (ProducerOptions,
+// MiddlewareOptions): then they run without the guard (a key that failed for
+// good stays refused by its archived task; Repeat's replace and debounce
+// fail), without the join (four round trips per task) and without the fast
+// recoverer (asynq's own takes a killed worker's tasks back in 1-2
+// minutes), and the Observer hears what is off, once. The guard is a go-redis
+// hook on the Producer's client: it sees an insert however it is sent, one
+// command, a pipeline or a transaction, and refuses one it cannot vouch for.
 package dedup

@@ -15,18 +15,23 @@ type charge struct {
 	ID string `json:"id"`
 }
 
-// unguarded is a Producer whose client sends asynq's plain scripts (not
-// guardEnqueues), as under an asynq version the guard does not know, and
-// a kind of typ whose jobs share one rate rule.
+// unguarded is a Producer whose asynq client is on a client no guard hook
+// watches, as under an asynq the library did not verify
+// (AllowUnverifiedAsynq), and a kind of typ whose jobs share one rate rule.
 func unguarded(t *testing.T, typ string) (*Producer, *Typed[charge], redis.UniversalClient) {
 	t.Helper()
 	rdb := redistest.Client(t)
-	p := NewProducer(rdb, nil, ProducerOptions{})
+	p, err := NewProducer(rdb, nil, ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if p.folded.Load() == nil {
 		t.Fatal("a Producer on a RedisStore of its own client does not fold its rules")
 	}
 	p.client.Close()
-	p.client = asynq.NewClientFromRedisClient(rdb)
+	plain := redis.NewClient(rdb.Options())
+	t.Cleanup(func() { plain.Close() })
+	p.client = asynq.NewClientFromRedisClient(plain)
 	rate, _ := NewKey("rate", typ)
 	kind := Define(Spec[charge]{Type: typ, ID: func(c charge) string { return c.ID },
 		Rules: func(charge) ([]*Rule, error) { return []*Rule{{Key: rate, Window: time.Minute}}, nil }})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"regexp"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -19,19 +17,6 @@ import (
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
-// The guard is verified against one asynq release: bumping asynq in go.mod
-// fails here until enqueue.go and lua/asynq are checked against the new release.
-func TestEnqueueGuardPinnedToGoMod(t *testing.T) {
-	mod, err := os.ReadFile("go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*github\.com/hibiken/asynq (\S+)`).FindSubmatch(mod)
-	if m == nil || string(m[1]) != dedup.GuardAsynqVersion {
-		t.Fatalf("go.mod requires asynq %s, enqueue.go is verified for %s: re-read asynq's enqueueCmd/scheduleCmd and update both", m, dedup.GuardAsynqVersion)
-	}
-}
-
 // The guard recognises the scripts go.mod's asynq sends for an enqueue and
 // a scheduled enqueue; a new asynq release fails here until lua/asynq is
 // checked against it. On a real redis-server: the guard is Lua.
@@ -43,7 +28,7 @@ func TestEnqueueGuardContract(t *testing.T) {
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	k := dedup.Key{Namespace: "guard:test", ID: "k-1"}
 	for _, opts := range [][]asynq.Option{{}, {asynq.ProcessIn(time.Hour)}} {
-		gctx, g := dedup.GuardEnqueue(ctx, k, "", "pending", "scheduled")
+		gctx, g := dedup.GuardEnqueue(ctx, rdb, k, "", "pending", "scheduled")
 		opts = append(opts, asynq.TaskID(k.TaskID()))
 		if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", []byte(`{}`)), opts...); err != nil {
 			t.Fatal(err)
@@ -58,7 +43,7 @@ func TestEnqueueGuardContract(t *testing.T) {
 		t.Fatalf("queue %+v (%v); want the second insert to have replaced the first", q, err)
 	}
 	// Without replace states an existing task refuses, as asynq's own does.
-	gctx, _ := dedup.GuardEnqueue(ctx, k, "")
+	gctx, _ := dedup.GuardEnqueue(ctx, rdb, k, "")
 	if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", nil), asynq.TaskID(k.TaskID())); !errors.Is(err, asynq.ErrTaskIDConflict) {
 		t.Fatalf("unguarded repeat: %v, want ErrTaskIDConflict", err)
 	}
@@ -78,7 +63,7 @@ func TestEnqueueGuardOnCluster(t *testing.T) {
 	client := asynq.NewClientFromRedisClient(dedup.GuardEnqueues(rdb))
 	k := dedup.Key{Namespace: "guard:test", ID: "cluster-1"}
 	for i, replace := range [][]string{nil, {"pending"}} {
-		gctx, g := dedup.GuardEnqueue(ctx, k, "", replace...)
+		gctx, g := dedup.GuardEnqueue(ctx, rdb, k, "", replace...)
 		if _, err := client.EnqueueContext(gctx, asynq.NewTask("guard:test", []byte{byte('a' + i)}), asynq.TaskID(k.TaskID())); err != nil || !g.Ran {
 			t.Fatalf("insert %d on a cluster: %v (guard ran: %v)", i, err, g.Ran)
 		}
@@ -110,7 +95,7 @@ func TestEnqueueRefusalDescribesHolder(t *testing.T) {
 		q := fmt.Sprintf("refusal%d", i)
 		task := asynq.NewTaskWithHeaders("guard:test", []byte(`{"n":1}`), map[string]string{"onceq-fp": "fp1", "x": "y"})
 		opts := append(setup(k), asynq.TaskID(k.TaskID()), asynq.Queue(q))
-		gctx, _ := dedup.GuardEnqueue(ctx, k, "fp1")
+		gctx, _ := dedup.GuardEnqueue(ctx, rdb, k, "fp1")
 		if _, err := client.EnqueueContext(gctx, task, opts...); err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +108,7 @@ func TestEnqueueRefusalDescribesHolder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		gctx, g := dedup.GuardEnqueue(ctx, k, "fp1")
+		gctx, g := dedup.GuardEnqueue(ctx, rdb, k, "fp1")
 		if _, err := client.EnqueueContext(gctx, task, opts...); !errors.Is(err, asynq.ErrTaskIDConflict) {
 			t.Fatalf("%s: repeat: %v, want ErrTaskIDConflict", q, err)
 		}
@@ -159,7 +144,10 @@ func TestDuplicateInOneRoundTrip(t *testing.T) {
 	rdb := srv.Client(t)
 	calls := &commandCount{}
 	rdb.AddHook(calls)
-	p := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	p, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	type note struct {
 		ID string `json:"id"`
 	}
@@ -208,7 +196,10 @@ func TestRulesInTheInsertsStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	p, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	type charge struct {
 		ID      string `json:"id"`
 		Account string `json:"account"`
@@ -270,7 +261,10 @@ func TestWindowRefusesItsOwnRepeatInOneStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	p := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	p, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	type ping struct {
 		ID string `json:"id"`
 	}
@@ -312,7 +306,7 @@ func TestCompletedTaskKeptOnlyWhereNeeded(t *testing.T) {
 		{"shown on the dashboard", nil, shown.Job(note{ID: "b"}), 24 * time.Hour},
 		{"record elsewhere", memory, plain.Job(note{ID: "c"}), 24 * time.Hour},
 	} {
-		out, err := dedup.NewProducer(rdb, c.store, dedup.ProducerOptions{}).Enqueue(ctx, c.job)
+		out, err := oncetest.NewProducer(t, rdb, c.store, dedup.ProducerOptions{}).Enqueue(ctx, c.job)
 		if err != nil || out.Decision != dedup.Enqueued {
 			t.Fatalf("%s: %+v %v", c.name, out, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -29,7 +30,10 @@ type Reminder struct {
 func ExampleCatalog_Build() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	reminders := dedup.Define(dedup.Spec[Reminder]{Type: "reminder:send"})
@@ -48,7 +52,7 @@ func ExampleCatalog_Build() {
 		}
 		fmt.Println(out.Decision, out.Key)
 	}
-	_, err := catalog.Build("reminder:send", []byte(`{"to":"ada@example.com","txt":"typo"}`), "", "")
+	_, err = catalog.Build("reminder:send", []byte(`{"to":"ada@example.com","txt":"typo"}`), "", "")
 	fmt.Println(errors.Is(err, dedup.ErrMalformed))
 	// Output:
 	// enqueued reminder:send/~edab2ec2862f94cd49e7c6fd5c7526cdcfbebf08cefd3e0d554ba83d2009ff62
@@ -85,7 +89,10 @@ func ExampleCatalog() {
 		panic(err)
 	}
 
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	job := invoices.Job(Invoice{ID: "inv-7", Amount: 4200})
 	st, _ := producer.Wait(ctx, job, 10*time.Second)
 	out, _ := producer.Enqueue(ctx, job)

@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 func ExampleRun() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	// A gateway that declines its first request and caches every answer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
@@ -16,7 +17,10 @@ import (
 func ExampleProducer_Enqueue() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	invoices := dedup.Define(dedup.Spec[Invoice]{
@@ -36,7 +40,7 @@ func ExampleProducer_Enqueue() {
 		}
 		fmt.Println(out.Decision, out.Key, "task", out.TaskID, out.State)
 	}
-	_, err := producer.Enqueue(ctx, invoices.Job(Invoice{ID: "inv-2", Amount: -5}))
+	_, err = producer.Enqueue(ctx, invoices.Job(Invoice{ID: "inv-2", Amount: -5}))
 	fmt.Println(errors.Is(err, dedup.ErrInvalid), err)
 	// Output:
 	// enqueued invoice:send/inv-1 task invoice:send=inv~1 pending
@@ -59,7 +63,10 @@ type Payment struct {
 func ExampleProducer_Enqueue_conflict() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	payments := dedup.Define(dedup.Spec[Payment]{

@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -17,7 +18,10 @@ import (
 func ExampleRepeat() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	invoices := dedup.Define(dedup.Spec[Invoice]{
@@ -69,7 +73,10 @@ type Reindex struct {
 func ExampleRepeat_debounce() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	debounce, err := dedup.ParseRepeat("debounce:100ms/1m") // as ONCEQ_ON_REPEAT spells it

@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -17,7 +18,10 @@ import (
 func ExampleProducer_Status() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	invoices := dedup.Define(dedup.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})
@@ -63,7 +67,10 @@ func ExampleProducer_Status() {
 func ExampleProducer_Wait() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	invoices := dedup.Define(dedup.Spec[Invoice]{Type: "invoice:send", ID: func(i Invoice) string { return i.ID }})

@@ -35,7 +35,7 @@ func Example() {
 	_ = srv.Start(mux)
 	defer srv.Shutdown(ctx)
 
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, _ := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
 	job := invoices.Job(Invoice{ID: "inv-1", Amount: 4200})
 	first, _ := producer.Enqueue(ctx, job)
 	st, _ := producer.Wait(ctx, job, 10*time.Second)

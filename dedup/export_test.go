@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/asynqwire"
 )
 
 // Internals the external tests of this package exercise, under the names
 // they had before they became internal.
-
-// GuardAsynqVersion is the asynq release enqueue.go's guard was verified against.
-const GuardAsynqVersion = guardAsynqVersion
 
 const (
 	HeaderKey         = headerKey
@@ -25,8 +24,6 @@ const (
 var (
 	CallerID          = callerID
 	Derive            = derive
-	GuardEnqueue      = guardEnqueue
-	GuardEnqueues     = guardEnqueues
 	Incarnation       = parseIncarnation
 	IsFailure         = isFailure
 	RetryDelay        = retryDelay
@@ -121,9 +118,22 @@ func RecoverTask(ctx context.Context, rdb redis.UniversalClient, queue, id strin
 // Call it before Start.
 func ForgetJoinScripts(srv *Server, dequeue, ack bool) {
 	if dequeue {
-		srv.mw.join.dequeues = nil
+		srv.mw.join.dequeues = false
 	}
 	if ack {
 		srv.mw.join.acks = nil
 	}
+}
+
+// GuardEnqueues hooks rdb so that inserts under GuardEnqueue run behind
+// their guard, and returns it: the client to give asynq.
+func GuardEnqueues(rdb redis.UniversalClient) redis.UniversalClient {
+	asynqwire.Intercept(rdb)
+	return rdb
+}
+
+// GuardEnqueue returns a ctx for one insert of the job keyed k through rdb.
+func GuardEnqueue(ctx context.Context, rdb redis.UniversalClient, k Key, fp string, replace ...string) (context.Context, *enqueueGuard) {
+	_, cluster := rdb.(*redis.ClusterClient)
+	return guardEnqueue(ctx, k, fp, cluster, replace...)
 }

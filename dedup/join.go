@@ -1,20 +1,13 @@
 package dedup
 
-// This file, lua/dequeue.lua and lua/ack.lua are the worker's coupling to
-// asynq v0.26.0 (guardAsynqVersion). The client a Server gives asynq
-// recognises asynq's dequeue script and its four acknowledgement scripts by
-// the SHA-1 asynq sends, and runs onceq's claim with the dequeue, and its
-// completion before the acknowledgement, in the same call: two round trips
-// per task, as bare asynq. Whatever it does not recognise passes through
-// unchanged, and the middleware makes its own calls. join_test.go pins the
-// scripts to go.mod's asynq version and tests the fallback.
+// The join: a Server's claim of a new key rides asynq's dequeue, and its
+// completion asynq's acknowledgement, in the same calls (asynqwire): two
+// round trips per task, as bare asynq. What the join does not recognise
+// passes through unchanged, and the middleware makes its own calls.
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,37 +16,12 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/internal/storerule"
 )
 
-// joinScripts maps the SHA-1 of each named asynq script to one script:
-// asynq's, unchanged, as the local function fn, then lua/<tail>, which
-// calls it. prelude goes first.
-func joinScripts(prelude, fn, tail string, names ...string) map[string]*redis.Script {
-	out := map[string]*redis.Script{}
-	for _, name := range names {
-		src, sha := asynqScript(name)
-		out[sha] = redis.NewScript(prelude + "local function " + fn + "()\n" + src + "\nend\n" + luaSource(tail))
-	}
-	return out
-}
-
-var (
-	// lua/dequeue.lua is asynq's dequeue written out with the claim: it
-	// stands in for asynq's script whole.
-	dequeueJoins = func() map[string]*redis.Script {
-		_, sha := asynqScript("dequeue.lua")
-		return map[string]*redis.Script{sha: redis.NewScript(luaSource("dequeue.lua"))}
-	}()
-	ackJoins = func() map[string]*redis.Script {
-		// kept: asynq keeps the task's hash (mark-as-complete), so onceq's
-		// fields leave it; done deletes it.
-		prelude := "local function finish(KEYS, ARGV)\n" + luaSource("finish.lua") + "\nend\n"
-		m := joinScripts(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
-		maps.Copy(m, joinScripts(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
-		return m
-	}()
-)
+// ackJoins are asynq's acknowledgements, each behind the completion.
+var ackJoins = asynqwire.NewAcks(luaSource("finish.lua"))
 
 // How long a completion waits for asynq's acknowledgement before it is
 // recorded alone (asynq skips the acknowledgement when its own lease is
@@ -71,12 +39,11 @@ const (
 type joiner struct {
 	m        *Middleware
 	store    *RedisStore
-	dequeues map[string]*redis.Script // dequeueJoins; tests empty it
-	acks     map[string]*redis.Script // ackJoins; tests empty it
+	dequeues bool           // run the joined dequeue; tests turn it off
+	acks     asynqwire.Acks // the joined acknowledgements; tests empty it
 	off      atomic.Bool
-	// claimArgs are lua/dequeue.lua's constant arguments: owner prefix,
-	// the record's TTL (lease and grace) and grace in ms.
-	claimArgs [3]string
+	// claim is what a joined dequeue writes, but for its token and time.
+	claim asynqwire.Claim
 
 	mu     sync.Mutex
 	claims map[taskRef]joinedClaim // dequeued, not yet delivered
@@ -125,10 +92,9 @@ func joining(rdb redis.UniversalClient, store Store, m *Middleware) redis.Univer
 			Reason: "on Redis Cluster a record is in its key's slot, not its queue's: claims and completions go as calls of their own"})
 		return rdb
 	}
-	j := &joiner{m: m, store: s, dequeues: dequeueJoins, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
+	j := &joiner{m: m, store: s, dequeues: true, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	j.claimArgs = [3]string{bootOwner + "/", strconv.FormatInt((m.opts.Lease + s.opts.FailedTTL).Milliseconds(), 10),
-		strconv.FormatInt(s.opts.FailedTTL.Milliseconds(), 10)}
+	j.claim = asynqwire.Claim{OwnerPrefix: bootOwner + "/", TTL: m.opts.Lease + s.opts.FailedTTL, Grace: s.opts.FailedTTL}
 	m.join = j
 	go j.sweep()
 	return joiningClient{UniversalClient: rdb, j: j}
@@ -143,20 +109,21 @@ type joiningClient struct {
 // NOSCRIPT, and the joined scripts' own Run absorbs that).
 func (c joiningClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	j := c.j
-	if len(keys) == 4 && len(args) == 2 && strings.HasSuffix(keys[1], "}:paused") {
-		if s := j.dequeues[sha]; s != nil && !j.off.Load() {
-			return j.dequeue(ctx, sha, s, keys, args)
+	if q, known, ok := asynqwire.DequeueCall(sha, keys, args); ok {
+		known = known && j.dequeues
+		if known && !j.off.Load() {
+			return j.dequeue(ctx, q, sha, keys, args)
 		}
-		if j.dequeues[sha] == nil && j.off.CompareAndSwap(false, true) {
-			j.m.opts.Observer(ctx, Event{Op: opJoin, Outcome: outcomeError,
-				Reason: "asynq's dequeue script is not " + guardAsynqVersion + "'s: claims and completions go as calls of their own"})
+		if !known && j.off.CompareAndSwap(false, true) {
+			j.m.opts.Observer(ctx, Event{Op: opJoin, Outcome: outcomeOff,
+				Reason: "asynq's dequeue script is not a verified one: claims and completions go as calls of their own"})
 		}
 	}
 	if p := j.acked(keys, args); p != nil {
-		if s := j.acks[sha]; s != nil {
-			return j.ack(ctx, sha, s, p, keys, args)
+		if j.acks.Known(sha) {
+			return j.ack(ctx, sha, p, keys, args)
 		}
-		j.record(p, j.m.complete(ctx, p.h, p.result, p.ttl)) // an acknowledgement onceq does not know
+		j.record(p, j.m.complete(ctx, p.h, p.result, p.ttl)) // an acknowledgement the join does not know
 	}
 	return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
 }
@@ -167,49 +134,32 @@ type taskRef struct{ queue, id string }
 
 func taskName(queue, id string) taskRef { return taskRef{queue, id} }
 
-// dequeue runs asynq's dequeue and onceq's claim of the task it pops.
-func (j *joiner) dequeue(ctx context.Context, sha string, s *redis.Script, keys []string, args []any) *redis.Cmd {
+// dequeue runs asynq's dequeue of queue and the claim of the task it pops.
+func (j *joiner) dequeue(ctx context.Context, queue, sha string, keys []string, args []any) *redis.Cmd {
 	out := redis.NewCmd(ctx)
-	at := time.Now()
-	tok := nextToken()
-	v, err := s.Run(ctx, j.store.rdb, keys, args[0], args[1], j.claimArgs[0], tok, at.UnixMilli(),
-		j.claimArgs[1], j.claimArgs[2]).Result()
-	var rerr redis.Error
-	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
-		// This Redis cannot run the joined script: go on without it.
-		if j.off.CompareAndSwap(false, true) {
-			j.m.opts.Observer(ctx, Event{Op: opJoin, Outcome: outcomeError,
-				Reason: "the joined dequeue failed (" + err.Error() + "): claims and completions go as calls of their own"})
-		}
-		return j.store.rdb.EvalSha(ctx, sha, keys, args...) // asynq's own; NOSCRIPT brings asynq's EVAL
+	c := j.claim
+	c.Token, c.Now = nextToken(), time.Now()
+	d, err := asynqwire.Dequeue(ctx, j.store.rdb, sha, keys, args, c)
+	if d.Plain && j.off.CompareAndSwap(false, true) {
+		j.m.opts.Observer(ctx, Event{Op: opJoin, Outcome: outcomeOff,
+			Reason: "this Redis cannot run the joined dequeue: claims and completions go as calls of their own"})
 	}
 	if err != nil {
 		out.SetErr(err) // redis.Nil: the queue is empty
 		return out
 	}
-	switch r := v.(type) {
-	case string:
-		out.SetVal(r) // not a guarded task: the middleware claims
-	case []any:
-		msg, _ := r[0].(string)
-		id, _ := r[1].(string)
-		flag, _ := r[2].(int64)
-		rec, _ := r[3].(string)
-		x, _ := r[4].(string)
-		q := strings.TrimSuffix(strings.TrimPrefix(keys[0], "asynq:{"), "}:pending")
-		c := joinedClaim{rec: rec, at: at, acquired: flag == 1}
-		if c.acquired {
-			c.fp, c.hold = x, Hold{Token: tok, Owner: bootOwner + "/" + strings.ReplaceAll(id, "|", "_")}
+	if d.Record != "" {
+		jc := joinedClaim{rec: d.Record, at: c.Now, acquired: d.Claimed}
+		if d.Claimed {
+			jc.fp, jc.hold = d.Found, Hold{Token: c.Token, Owner: bootOwner + "/" + strings.ReplaceAll(d.ID, "|", "_")}
 		} else {
-			c.old = x
+			jc.old = d.Found
 		}
 		j.mu.Lock()
-		j.claims[taskName(q, id)] = c
+		j.claims[taskName(queue, d.ID)] = jc
 		j.mu.Unlock()
-		out.SetVal(msg)
-	default:
-		out.SetErr(fmt.Errorf("onceq: joined dequeue replied %v", v))
 	}
+	out.SetVal(d.Msg)
 	return out
 }
 
@@ -281,16 +231,10 @@ func (j *joiner) parkAs(name taskRef, h Hold, result []byte, ttl time.Duration, 
 }
 
 // acked takes the completion waiting for the asynq script keys and args,
-// if they are an acknowledgement of its task (KEYS[1] that task's queue's
-// active list, ARGV[1] its id).
+// if they are an acknowledgement of its task.
 func (j *joiner) acked(keys []string, args []any) *parked {
-	if len(keys) == 0 || len(args) == 0 {
-		return nil
-	}
-	q, ok := strings.CutPrefix(keys[0], "asynq:{")
-	q, ok2 := strings.CutSuffix(q, "}:active")
-	id, ok3 := args[0].(string)
-	if !ok || !ok2 || !ok3 {
+	q, id, ok := asynqwire.AckCall(keys, args)
+	if !ok {
 		return nil
 	}
 	name := taskName(q, id)
@@ -301,32 +245,17 @@ func (j *joiner) acked(keys []string, args []any) *parked {
 	return p
 }
 
-// ack runs onceq's completion and asynq's acknowledgement as one script and
+// ack runs the completion and asynq's acknowledgement as one script and
 // gives asynq its script's reply.
-func (j *joiner) ack(ctx context.Context, sha string, s *redis.Script, p *parked, keys []string, args []any) *redis.Cmd {
+func (j *joiner) ack(ctx context.Context, sha string, p *parked, keys []string, args []any) *redis.Cmd {
 	out := redis.NewCmd(ctx)
 	ttl, err := storerule.DoneTTL(j.store.opts.DoneTTL, p.ttl)
 	if err != nil {
 		j.record(p, err)
 		return j.store.rdb.EvalSha(ctx, sha, keys, args...)
 	}
-	id, _ := args[0].(string)
-	task := strings.TrimSuffix(keys[0], "active") + "t:" + id
-	args = args[:len(args):len(args)]
-	if len(args) == 5 { // mark-as-complete: ARGV[4] is the copy asynq retains
-		if msg, ok := args[3].([]byte); ok {
-			args[3] = withoutPayload(msg)
-		}
-	}
-	v, err := s.Run(ctx, j.store.rdb, append(keys[:len(keys):len(keys)], task, recordKey(p.h.Key)),
-		append(args, holderPrefix(p.h), "d", time.Now().UnixMilli(), p.result, ttl.Milliseconds())...).Result()
-	n := int64(1) // asynq's OK alone: the record was written
-	if r, ok := v.([]any); ok && len(r) == 2 {
-		n, _ = r[0].(int64)
-		v = r[1]
-	} else if _, ok := v.(string); !ok && err == nil {
-		err = fmt.Errorf("onceq: joined acknowledgement replied %v", v)
-	}
+	n, v, err := j.acks.Run(ctx, j.store.rdb, sha, keys, args,
+		asynqwire.Completion{Record: recordKey(p.h.Key), Holder: holderPrefix(p.h), Now: time.Now(), Result: p.result, TTL: ttl})
 	if err != nil {
 		// Redis trouble: asynq retries its acknowledgement alone; the
 		// completion is retried apart while the lease lasts.

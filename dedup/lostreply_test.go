@@ -322,7 +322,10 @@ func TestLostJoinedAckReplyIsNoLeaseLost(t *testing.T) {
 	}
 	t.Cleanup(func() { w.Shutdown(ctx) })
 	rdb := srv.Client(t)
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range []string{"warm", "lost-ack"} {
 		j := kind.Job(note{ID: id})
 		if _, err := producer.Enqueue(ctx, j); err != nil {

@@ -69,6 +69,14 @@ type MiddlewareOptions struct {
 	// and the error returned to asynq (for a panic, one naming its value;
 	// the panic goes on to asynq). Default: none.
 	Trace func(ctx context.Context, t *asynq.Task) (_ context.Context, end func(r Run, d Decision, err error))
+	// AllowUnverifiedAsynq lets NewServer run on an asynq release the
+	// library was not verified against (its error names the linked one and
+	// the verified ones), without what needs asynq's internals: no fast
+	// recoverer (a killed worker's tasks come back after asynq's lease and
+	// recoverer, 1-2 minutes), and claims and completions as calls of their
+	// own (four round trips per task, not two). The Observer hears what is
+	// off. Default: false, refuse.
+	AllowUnverifiedAsynq bool
 }
 
 // Middleware runs asynq handlers inside the idempotency record.

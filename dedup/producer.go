@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/internal/storerule"
 )
 
@@ -36,6 +37,14 @@ type ProducerOptions struct {
 	// the Producer reads anyway: a span can link to the original job at no
 	// cost. Default: none.
 	Trace func(ctx context.Context, j Job) (_ context.Context, headers map[string]string, end func(o Outcome, met map[string]string, err error))
+	// AllowUnverifiedAsynq lets NewProducer run on an asynq release the
+	// library was not verified against (its error names the linked one and
+	// the verified ones), without what needs asynq's internals: no insert
+	// guard, so a key that failed for good stays refused by asynq's
+	// archived task (up to 90 days), Repeat's replace and debounce return
+	// errors, and completed tasks are kept to refuse repeats. The Observer
+	// hears what is off. Default: false, refuse.
+	AllowUnverifiedAsynq bool
 }
 
 // Producer enqueues Jobs under their dedup policy. Safe for concurrent use.
@@ -47,30 +56,45 @@ type Producer struct {
 	// folded: store is a RedisStore on the Producer's own client, outside
 	// Cluster, so a guarded insert takes its job's windows itself and reads
 	// the key's record: a completed task need not be kept to refuse repeats.
-	folded atomic.Pointer[RedisStore]
+	folded  atomic.Pointer[RedisStore]
+	cluster bool
 }
 
 // NewProducer builds a Producer on rdb; the caller owns rdb and closes it.
 // store holds the windows and answers Status; nil is a RedisStore on rdb
-// with the default options.
-func NewProducer(rdb redis.UniversalClient, store Store, opts ProducerOptions) *Producer {
+// with the default options. It adds a hook to rdb that runs the Producer's
+// inserts behind their guard and lets every other command through. It
+// refuses an asynq release the library was not verified against, unless
+// opts.AllowUnverifiedAsynq.
+func NewProducer(rdb redis.UniversalClient, store Store, opts ProducerOptions) (*Producer, error) {
 	if store == nil {
 		store, _ = NewRedisStore(rdb, StoreOptions{}) // the defaults are valid
 	}
 	if opts.Observer == nil {
 		opts.Observer = func(context.Context, Event) {}
 	}
-	p := &Producer{
-		client: asynq.NewClientFromRedisClient(guardEnqueues(rdb)),
-		insp:   asynq.NewInspectorFromRedisClient(rdb),
-		store:  store,
-		opts:   opts,
+	verr := asynqwire.Check()
+	if verr != nil && !opts.AllowUnverifiedAsynq {
+		return nil, fmt.Errorf("dedup: new producer: %w (ProducerOptions.AllowUnverifiedAsynq runs without what needs asynq's internals)", verr)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
+	p := &Producer{
+		client:  asynq.NewClientFromRedisClient(rdb),
+		insp:    asynq.NewInspectorFromRedisClient(rdb),
+		store:   store,
+		opts:    opts,
+		cluster: cluster,
+	}
+	if verr != nil {
+		opts.Observer(context.Background(), Event{Op: opEnqueue, Outcome: outcomeOff, Reason: verr.Error() +
+			": no insert guard: a key that failed for good stays refused by its archived task, replace and debounce fail, completed tasks are kept"})
+		return p, nil
+	}
+	asynqwire.Intercept(rdb)
 	if s, ok := store.(*RedisStore); ok && s.rdb == rdb && !cluster {
 		p.folded.Store(s)
 	}
-	return p
+	return p, nil
 }
 
 // Task headers the Producer adds to what a constructor set.
@@ -258,7 +282,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		info, err := p.client.EnqueueContext(ctx, task, opts...)
 		return info, nil, err
 	}
-	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, in.replace...)
+	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, p.cluster, in.replace...)
 	if fold {
 		guard.withRules(j.Rules, holder)
 	}

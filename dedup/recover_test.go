@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
@@ -34,7 +35,10 @@ func TestFastRecovererContract(t *testing.T) {
 	}) string {
 		return p.ID
 	}})
-	p := NewProducer(rdb, store, ProducerOptions{})
+	p, err := NewProducer(rdb, store, ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	t.Cleanup(func() { insp.Close() })
 
@@ -155,47 +159,6 @@ func TestFastRecovererContract(t *testing.T) {
 	stale := Hold{Key: retry.Key, Token: c.Hold.Token - 1, Owner: bootOwner + "/" + retry.Key.TaskID()}
 	if err := store.Complete(ctx, stale, nil, 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("the hung holder's completion: %v, want ErrLeaseLost", err)
-	}
-}
-
-// failedAttempt edits only what asynq's Retry edits.
-func TestFailedAttemptKeepsOtherFields(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rdb := redistest.Client(t)
-	c := asynq.NewClientFromRedisClient(rdb)
-	t.Cleanup(func() { c.Close() })
-	info, err := c.EnqueueContext(ctx, asynq.NewTaskWithHeaders("edit:t", []byte(`{"a":1}`), map[string]string{"h": "v"}),
-		asynq.TaskID("edit-1"), asynq.MaxRetry(2), asynq.Retention(time.Hour), asynq.Timeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := rdb.HGet(ctx, "asynq:{default}:t:edit-1", "msg").Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Unix(1700000000, 0)
-	for i, want := range []struct {
-		retried int
-		spent   bool
-	}{{1, false}, {2, false}, {2, true}} {
-		next, spent, err := failedAttempt(msg, "boom "+string(rune('a'+i)), now)
-		if err != nil || spent != want.spent {
-			t.Fatalf("attempt %d: spent %v %v, want %v", i, spent, err, want.spent)
-		}
-		if err := rdb.HSet(ctx, "asynq:{default}:t:edit-1", "msg", next).Err(); err != nil {
-			t.Fatal(err)
-		}
-		got, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo("default", "edit-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Retried != want.retried || got.LastErr != "boom "+string(rune('a'+i)) || !got.LastFailedAt.Equal(now) ||
-			got.MaxRetry != 2 || got.Type != "edit:t" || string(got.Payload) != `{"a":1}` || got.Headers["h"] != "v" ||
-			got.Timeout != time.Minute || got.Retention != time.Hour || got.ID != info.ID {
-			t.Fatalf("attempt %d: %+v", i, got)
-		}
-		msg = next
 	}
 }
 
@@ -435,12 +398,12 @@ func TestServerRecoversALapsedClaimOfALiveOwner(t *testing.T) {
 	setLease(lapsed, old)
 	// A judge that has written its own key for less than asynq's margin
 	// (Redis just took writes again) could not have seen the owner extend.
-	srv.writing.Store(time.Now().Add(-asynqLeaseMargin + 5*time.Second).UnixNano())
+	srv.writing.Store(time.Now().Add(-asynqwire.LeaseMargin + 5*time.Second).UnixNano())
 	if err := srv.recoverOnce(gone, time.Now); err != nil {
 		t.Fatal(err)
 	}
 	expect(lapsed, StatusRunning, asynq.TaskStateActive, "both leases over, the judge writing for 25 s: left alone")
-	srv.writing.Store(time.Now().Add(-asynqLeaseMargin).UnixNano())
+	srv.writing.Store(time.Now().Add(-asynqwire.LeaseMargin).UnixNano())
 	if err := srv.recoverOnce(gone, time.Now); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/asynqwire"
 )
 
 // Server is an asynq server whose handlers run inside the Middleware: the
@@ -54,6 +56,10 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 			return nil, err
 		}
 	}
+	verr := asynqwire.Check()
+	if verr != nil && !opts.AllowUnverifiedAsynq {
+		return nil, fmt.Errorf("dedup: new server: %w (MiddlewareOptions.AllowUnverifiedAsynq runs without what needs asynq's internals)", verr)
+	}
 	mw, err := NewMiddleware(store, opts)
 	if err != nil {
 		return nil, err
@@ -62,9 +68,16 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 		cfg.Queues = map[string]int{"default": 1} // asynq's
 	}
 	cfg.Queues = shardQueues(cfg.Queues, opts.Catalog)
-	s := &Server{srv: asynq.NewServerFromRedisClient(joining(rdb, store, mw), ServerConfig(cfg)), mw: mw, rdb: rdb,
+	client := rdb
+	if verr == nil {
+		client = joining(rdb, store, mw)
+	} else {
+		mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeOff, Reason: verr.Error() +
+			": no fast recoverer (asynq's recovers a killed worker's tasks in 1-2 minutes), no join (claims and completions as calls of their own)"})
+	}
+	s := &Server{srv: asynq.NewServerFromRedisClient(client, ServerConfig(cfg)), mw: mw, rdb: rdb,
 		live: mw.opts.Liveness, stop: make(chan struct{}), queues: slices.Sorted(maps.Keys(cfg.Queues))}
-	if rs, ok := store.(*RedisStore); ok && rs.rdb == rdb && s.live > 0 {
+	if rs, ok := store.(*RedisStore); ok && rs.rdb == rdb && s.live > 0 && verr == nil {
 		if _, cluster := rdb.(*redis.ClusterClient); cluster {
 			mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeOff,
 				Reason: errCrossSlot.Error() + ": on Redis Cluster asynq's own recoverer hands a dead worker's tasks back (1-2 minutes)"})

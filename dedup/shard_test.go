@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
@@ -46,7 +47,7 @@ func startSharded(t *testing.T, rdb redis.UniversalClient, kind *dedup.Typed[Inv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(ctx) })
-	return dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: catalog}), &runs
+	return oncetest.NewProducer(t, rdb, nil, dedup.ProducerOptions{Catalog: catalog}), &runs
 }
 
 // A queue over 4 shards on a real redis-server: jobs go to the shard their
@@ -106,7 +107,10 @@ func TestShardedQueue(t *testing.T) {
 
 	// Under another shard count the computed shard is wrong for most keys;
 	// a done job is still answered from its record.
-	other := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: mustCatalog(t, shardedInvoices(3).Kind)})
+	other, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: mustCatalog(t, shardedInvoices(3).Kind)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, j := range jobs[:8] {
 		if st, err := other.Status(ctx, j.Key); err != nil || !st.Processed {
 			t.Fatalf("status of %s under 3 shards: %+v (%v)", j.Key, st, err)

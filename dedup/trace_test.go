@@ -8,6 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
@@ -62,7 +63,7 @@ func TestTraceHooks(t *testing.T) {
 	}
 	enqueues := make(chan ended, 2)
 	parent := "00-first"
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{
+	producer := oncetest.NewProducer(t, rdb, nil, dedup.ProducerOptions{
 		Trace: func(ctx context.Context, j dedup.Job) (context.Context, map[string]string, func(dedup.Outcome, map[string]string, error)) {
 			return ctx, map[string]string{"traceparent": parent}, func(o dedup.Outcome, met map[string]string, err error) {
 				if err != nil {

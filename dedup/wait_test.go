@@ -85,7 +85,10 @@ func completionRace(t *testing.T, id string) (*dedup.Producer, dedup.Job, *gate)
 	prdb := redis.NewClient(rdb.Options())
 	t.Cleanup(func() { prdb.Close() })
 	prdb.AddHook(g)
-	producer := dedup.NewProducer(prdb, rs, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(prdb, rs, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := producer.Enqueue(ctx, job); err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,10 @@ func ExampleHandle() {
 	}
 	defer srv.Shutdown(ctx)
 
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	job := orders.Job(Order{OrderID: "ord-1", Lines: 3})
 	if _, err := producer.Enqueue(ctx, job); err != nil {
 		log.Fatal(err)

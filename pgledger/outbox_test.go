@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/pgledger"
 )
@@ -89,7 +90,7 @@ func newOutboxWorld(t testing.TB) *outboxWorld {
 	}
 	store := pgledger.StatusStore{Store: rs, Ledger: l}
 	w := &outboxWorld{l: l, pool: pool, rdb: rdb, store: store, insp: asynq.NewInspectorFromRedisClient(rdb), seen: &events{}}
-	w.prod = dedup.NewProducer(rdb, store, dedup.ProducerOptions{Observer: w.seen.observe})
+	w.prod = oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{Observer: w.seen.observe})
 	return w
 }
 

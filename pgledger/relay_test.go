@@ -208,7 +208,10 @@ func TestRelayRedisDownKeepsRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := dedup.NewProducer(rdb, rs, dedup.ProducerOptions{})
+	prod, err := dedup.NewProducer(rdb, rs, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := pgledger.NewRelay(w.pool, pgledger.RelayOptions{Producer: prod, Retry: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,10 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 
 	client := asynq.NewClientFromRedisClient(rdb)
 	t.Cleanup(func() { client.Close() })
-	producer := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	payment := func(id string) (dedup.Job, *asynq.Task) {
 		// An account per payment: the rate rule is not this test's subject,
 		// and the first Producer job may be enqueued (its record was not yet

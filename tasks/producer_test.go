@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -37,7 +38,7 @@ func newProducer(t *testing.T, rdb redis.UniversalClient) (*dedup.Producer, *ded
 		t.Fatal(err)
 	}
 	d := &decisions{}
-	return dedup.NewProducer(rdb, store, dedup.ProducerOptions{Observer: d.observe}), store, d
+	return oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{Observer: d.observe}), store, d
 }
 
 // mustJob(t)(tasks.NewX(...)) fails the test on a constructor error.

@@ -209,7 +209,10 @@ func (b *bench) fill(ctx context.Context, side, queue string, n, size int) error
 	if err != nil {
 		return err
 	}
-	prod := dedup.NewProducer(b.env.admin, store, dedup.ProducerOptions{})
+	prod, err := dedup.NewProducer(b.env.admin, store, dedup.ProducerOptions{})
+	if err != nil {
+		return err
+	}
 	return parallel(n, 16, func(i int) error {
 		switch side {
 		case sideBare:

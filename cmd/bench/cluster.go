@@ -176,7 +176,10 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	if err != nil {
 		return res, err
 	}
-	prod := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: cat})
+	prod, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: cat})
+	if err != nil {
+		return res, err
+	}
 	before, err := lc.commands(ctx)
 	if err != nil {
 		return res, err

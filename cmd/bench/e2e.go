@@ -57,8 +57,12 @@ func newE2EProducer(env *redisEnv, host *workerHost) (*e2eProducer, error) {
 		return nil, err
 	}
 	parallel(4*e2eConc, e2eConc, func(int) error { return rdb.Ping(context.Background()).Err() })
-	return &e2eProducer{rdb: rdb, client: asynq.NewClientFromRedisClient(rdb),
-		producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{})}, nil
+	producer, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &e2eProducer{rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), producer: producer}, nil
 }
 
 // ops builds the enqueues of side for the plan into queue; refused counts

@@ -45,10 +45,15 @@ func (b *bench) newEnqueuer() (*enqueuer, error) {
 	parallel(4*rdb.Options().PoolSize, rdb.Options().PoolSize, func(int) error {
 		return rdb.Ping(context.Background()).Err()
 	})
+	producer, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
 	return &enqueuer{
 		trips:    trips,
 		client:   asynq.NewClientFromRedisClient(rdb),
-		producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}),
+		producer: producer,
 		close:    func() { rdb.Close() },
 	}, nil
 }

@@ -148,7 +148,11 @@ func (b *bench) resultKept(ctx context.Context, q string) error {
 	if len(j.Task.Payload()) != memPayloadBytes {
 		return fmt.Errorf("payload of %d B, want %d", len(j.Task.Payload()), memPayloadBytes)
 	}
-	o, err := dedup.NewProducer(b.env.admin, store, dedup.ProducerOptions{}).Enqueue(ctx, j)
+	p, err := dedup.NewProducer(b.env.admin, store, dedup.ProducerOptions{})
+	if err != nil {
+		return err
+	}
+	o, err := p.Enqueue(ctx, j)
 	if err != nil {
 		return err
 	}

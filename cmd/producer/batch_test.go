@@ -17,7 +17,10 @@ func TestBatchCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	p, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	email := func(id string) dedup.Job {
 		j, err := testenv.Job(tasks.Emails.Job(tasks.Email{ID: id, To: "a@example.com", Subject: id, Body: "."}))
 		if err != nil {

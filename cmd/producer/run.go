@@ -247,7 +247,11 @@ func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog,
 		defer cancel()
 		_ = tr.Shutdown(sctx)
 	}()
-	return f(dedup.NewProducer(rdb, st, dedup.ProducerOptions{Catalog: catalog.Catalog, Trace: tr.Enqueue()}), rdb)
+	p, err := dedup.NewProducer(rdb, st, dedup.ProducerOptions{Catalog: catalog.Catalog, Trace: tr.Enqueue()})
+	if err != nil {
+		return err
+	}
+	return f(p, rdb)
 }
 
 func redisWhere(r config.Redis) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/internal/api"
 )
 
@@ -25,7 +26,7 @@ func TestWebhookSchemeNamesAgree(t *testing.T) {
 		if name == config.SchemeStandard {
 			secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 		}
-		_, err := api.New(api.Options{Producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb,
+		_, err := api.New(api.Options{Producer: oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb,
 			Tokens: []string{"token-0123456789abcdef"}, WebhookSecrets: map[string][]string{"src": {secret}},
 			WebhookSchemes: map[string]api.Scheme{"src": api.Scheme(name)}})
 		if wantErr := name == "nosuch"; (err != nil) != wantErr {

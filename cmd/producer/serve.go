@@ -92,8 +92,11 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		stopWatch := d.Optional("postgres", tasks.Transactional, func(ctx context.Context) error { return ledger.Pool().Ping(ctx) })
 		d.OnStop("postgres ledger", func(context.Context) error { stopWatch(); ledger.Close(); return nil })
 	}
-	producer := dedup.NewProducer(rdb, reads, dedup.ProducerOptions{Catalog: catalog.Catalog,
+	producer, err := dedup.NewProducer(rdb, reads, dedup.ProducerOptions{Catalog: catalog.Catalog,
 		Observer: metrics.Observer(log, "producer"), Trace: d.Tracing.Enqueue()})
+	if err != nil {
+		return err
+	}
 	opts := api.Options{
 		Producer:          producer,
 		Catalog:           catalog,

@@ -99,8 +99,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	if err != nil {
 		return err
 	}
-	producer := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: catalog.Catalog,
+	producer, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: catalog.Catalog,
 		Observer: metrics.Observer(log, "producer"), Trace: d.Tracing.Enqueue()})
+	if err != nil {
+		return err
+	}
 	deps, closeDeps, err := buildDeps(cfg, log, producer, d.Tracing)
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -106,7 +107,7 @@ func newEnv(t *testing.T, rdb *redis.Client) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env{rdb: rdb, store: store, producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}),
+	return env{rdb: rdb, store: store, producer: oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}),
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
 }
 

@@ -142,7 +142,11 @@ func Dashboard(rdb redis.UniversalClient, readOnly bool) (http.Handler, error) {
 		RedisConnOpt: sharedClient{rdb},
 		ReadOnly:     readOnly,
 	}))
-	mux.Handle("GET "+dashboardRoot+"/jobs/{key...}", jobPage(dedup.NewProducer(rdb, store, dedup.ProducerOptions{})))
+	p, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("GET "+dashboardRoot+"/jobs/{key...}", jobPage(p))
 	return mux, nil
 }
 

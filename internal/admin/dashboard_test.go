@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/admin"
 	"github.com/onceq/onceq/internal/testenv"
@@ -31,7 +32,7 @@ func TestDashboardOpensOnceqTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{}).Enqueue(t.Context(), j)
+	out, err := oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}).Enqueue(t.Context(), j)
 	if err != nil || out.Decision != dedup.Enqueued {
 		t.Fatalf("enqueue: %+v %v", out, err)
 	}
@@ -83,7 +84,10 @@ func TestDashboardOpensJobByKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	producer := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var jobs []dedup.Job
 	for _, j := range []dedup.Job{
 		tasks.Payments.Job(tasks.Payment{PaymentID: "pmt-1", Account: "acct-1", Amount: 4200, Currency: "EUR"}),

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
@@ -20,7 +21,7 @@ func TestReplayOfTheSameBytesSkipsTheBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Options{Producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb})
+	h, err := New(Options{Producer: oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/tasks"
@@ -67,7 +68,7 @@ func newEnvOn(t testing.TB, rdb redis.UniversalClient, mods ...func(*api.Options
 		t.Fatal(err)
 	}
 	o := api.Options{
-		Producer:       dedup.NewProducer(rdb, e.jobs, dedup.ProducerOptions{}),
+		Producer:       oncetest.NewProducer(t, rdb, e.jobs, dedup.ProducerOptions{}),
 		Store:          e.replays,
 		Redis:          rdb,
 		Tokens:         []string{"old-token", token},

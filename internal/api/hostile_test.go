@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/internal/api"
 )
 
@@ -104,7 +105,7 @@ func FuzzIngest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := api.New(api.Options{Producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}),
+	h, err := api.New(api.Options{Producer: oncetest.NewProducer(f, rdb, store, dedup.ProducerOptions{}),
 		Store: store, Redis: rdb, Tokens: []string{token}, MaxBodyBytes: 4 << 10})
 	if err != nil {
 		f.Fatal(err)

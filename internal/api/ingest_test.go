@@ -77,7 +77,7 @@ func TestThrottledIs429(t *testing.T) {
 	var rec oncetest.Recorder
 	e := newEnv(t, func(o *api.Options) {
 		o.Observer = rec.Observe
-		o.Producer = dedup.NewProducer(o.Redis, nil, dedup.ProducerOptions{Observer: rec.Observe})
+		o.Producer = oncetest.NewProducer(t, o.Redis, nil, dedup.ProducerOptions{Observer: rec.Observe})
 	})
 	accepted(t, e.post(paymentPath, paymentBody("pmt-a", "acct-9", 1000), ""), http.StatusAccepted)
 	r := e.post(paymentPath, paymentBody("pmt-b", "acct-9", 1000), "")
@@ -165,10 +165,10 @@ func TestNewValidatesOptions(t *testing.T) {
 	e := newEnv(t)
 	for name, o := range map[string]api.Options{
 		"no producer": {},
-		"empty token": {Producer: dedup.NewProducer(e.rdb, e.jobs, dedup.ProducerOptions{}), Store: e.replays, Redis: e.rdb, Tokens: []string{""}},
-		"empty secret": {Producer: dedup.NewProducer(e.rdb, e.jobs, dedup.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
+		"empty token": {Producer: oncetest.NewProducer(t, e.rdb, e.jobs, dedup.ProducerOptions{}), Store: e.replays, Redis: e.rdb, Tokens: []string{""}},
+		"empty secret": {Producer: oncetest.NewProducer(t, e.rdb, e.jobs, dedup.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
 			WebhookSecrets: map[string][]string{"a": {""}}},
-		"source tasks refuse": {Producer: dedup.NewProducer(e.rdb, e.jobs, dedup.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
+		"source tasks refuse": {Producer: oncetest.NewProducer(t, e.rdb, e.jobs, dedup.ProducerOptions{}), Store: e.replays, Redis: e.rdb,
 			WebhookSecrets: map[string][]string{"Upper.Case": {"s"}}},
 	} {
 		if _, err := api.New(o); err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/api"
 )
@@ -123,7 +124,7 @@ func TestRedisFailureMidEnqueueIsAmbiguous503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = dedup.NewProducer(prdb, jobs, dedup.ProducerOptions{}) })
+	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = oncetest.NewProducer(t, prdb, jobs, dedup.ProducerOptions{}) })
 
 	body := paymentBody("pmt-mid", "acct-mid", 100)
 	f.on.Store(true)
@@ -238,7 +239,7 @@ func TestLostEnqueueReplyJobIsTheCallers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = dedup.NewProducer(prdb, jobs, dedup.ProducerOptions{}) })
+	e := newEnvOn(t, rdb, func(o *api.Options) { o.Producer = oncetest.NewProducer(t, prdb, jobs, dedup.ProducerOptions{}) })
 	body := `{"to":"a@example.com","subject":"s","body":"lost reply"}`
 	lose.armed.Store(true)
 	problem(t, e.post(emailPath, body, "lost-enq-1"), http.StatusServiceUnavailable)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/tasks"
@@ -167,7 +168,7 @@ func TestReservedClientNames(t *testing.T) {
 	rdb := redistest.Client(t)
 	store, _ := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
 	for _, name := range []string{"anonymous", "webhook-acme", "token-0123abcd"} {
-		_, err := api.New(api.Options{Producer: dedup.NewProducer(rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb,
+		_, err := api.New(api.Options{Producer: oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb,
 			Clients: []api.Client{{Name: name, Token: "tok-0123456789abcdef"}}})
 		if err == nil || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("client %q: %v, want refused as reserved", name, err)
@@ -186,7 +187,7 @@ func TestReadAllReadsEveryJob(t *testing.T) {
 	})
 	a := accepted(t, e.do(req{path: emailPath, body: `{"to":"a@example.com","subject":"s","body":"b"}`, header: as(aliceToken, nil)}), http.StatusAccepted)
 	lib := tasks.Emails.Job(tasks.Email{ID: "from-code", To: "c@example.com", Subject: "s", Body: "b"})
-	if _, err := dedup.NewProducer(e.rdb, e.jobs, dedup.ProducerOptions{}).Enqueue(t.Context(), lib); err != nil {
+	if _, err := oncetest.NewProducer(t, e.rdb, e.jobs, dedup.ProducerOptions{}).Enqueue(t.Context(), lib); err != nil {
 		t.Fatal(err)
 	}
 	get := func(tok, key string) reply {

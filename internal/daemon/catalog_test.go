@@ -73,7 +73,10 @@ func TestCatalogQueueShards(t *testing.T) {
 // retention, so asynq deletes it as it completes.
 func TestCatalogKeepCompleted(t *testing.T) {
 	rdb := redistest.Client(t)
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	for _, keep := range []bool{true, false} {
 		c, err := Catalog(config.Dedup{KeepCompleted: keep, QueueShards: 1})

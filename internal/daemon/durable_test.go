@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/daemon"
 )
@@ -109,7 +110,7 @@ func TestWaitCoversWhatARetryFound(t *testing.T) {
 		if err := daemon.RequireReplicas(rdb, 1, 300*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		return dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+		return oncetest.NewProducer(t, rdb, nil, dedup.ProducerOptions{})
 	}
 	first, retry := producer(), producer()
 	for i, p := range []*dedup.Producer{first, retry} { // asynq's first enqueue of a client also registers the queue

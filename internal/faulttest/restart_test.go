@@ -49,7 +49,10 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := dedup.NewProducer(prdb, pstore, dedup.ProducerOptions{})
+	prod, err := dedup.NewProducer(prdb, pstore, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for g := range 3 {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -49,7 +50,7 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 	}
 	t.Cleanup(smtp.Close)
 	return &rig{t: t, redis: srv, rdb: rdb, store: store,
-		prod:   dedup.NewProducer(rdb, store, dedup.ProducerOptions{}),
+		prod:   oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}),
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		gw: gw, smtp: smtp}
 }

@@ -61,7 +61,10 @@ func sentinelStream(t *testing.T, mode string, minReplicas int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	prod, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	startWorker(t, "worker-"+mode, r.workerVars(map[string]string{
 		"ONCEQ_REDIS_URL": url, "ONCEQ_REDIS_MIN_REPLICAS": strconv.Itoa(minReplicas),
 		"ONCEQ_CONCURRENCY": "10", "ONCEQ_LEASE": "10s",

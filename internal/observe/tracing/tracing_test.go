@@ -71,7 +71,10 @@ func TestSpansAndDuplicateLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	producer := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Trace: tr.Enqueue()})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Trace: tr.Enqueue()})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	job := invoices.Job(invoice{ID: "inv-1"})
 	if out, err := producer.Enqueue(ctx, job); err != nil || out.Decision != dedup.Enqueued {

@@ -1,8 +1,8 @@
-package dedup
+package asynqwire
 
-// asynq v0.26.0's TaskMessage (internal/proto/asynq.proto), as the fast
-// recoverer edits it, a refused enqueue describes it and a joined
-// acknowledgement retains it: the only place onceq reads asynq's encoding.
+// asynq's TaskMessage (internal/proto/asynq.proto), as the recover step
+// edits it, a refused insert describes it and a joined acknowledgement
+// retains it.
 
 import (
 	"fmt"
@@ -48,12 +48,12 @@ var taskStates = map[string]asynq.TaskState{
 	"aggregating": asynq.TaskStateAggregating,
 }
 
-// taskInfoOf is the part of asynq's TaskInfo the producer reads, from a
+// TaskInfo is the part of asynq's TaskInfo the producer reads, from a
 // task hash's msg, state and result, as asynq's Inspector would give it.
-func taskInfoOf(queue, id string, msg []byte, state string, result []byte) (*asynq.TaskInfo, error) {
+func TaskInfo(queue, id string, msg []byte, state string, result []byte) (*asynq.TaskInfo, error) {
 	st, ok := taskStates[state]
 	if !ok {
-		return nil, fmt.Errorf("onceq: task %s in unknown state %q", id, state)
+		return nil, fmt.Errorf("dedup: task %s in unknown state %q", id, state)
 	}
 	info := &asynq.TaskInfo{ID: id, Queue: queue, State: st, Headers: map[string]string{}}
 	if len(result) > 0 {
@@ -106,12 +106,12 @@ func taskInfoOf(queue, id string, msg []byte, state string, result []byte) (*asy
 	return info, nil
 }
 
-// withoutPayload is the encoded TaskMessage msg without its payload. The
+// WithoutPayload is the encoded TaskMessage msg without its payload. The
 // record answers a repeat of a done job with its result, so the copy asynq
 // retains for the unique window need not hold the payload: it stays
 // readable (type, headers, result) and is smaller. msg unchanged if it does
 // not parse.
-func withoutPayload(msg []byte) []byte {
+func WithoutPayload(msg []byte) []byte {
 	out := make([]byte, 0, len(msg))
 	if err := msgFields(msg, func(num protowire.Number, _ protowire.Type, field, _ []byte) {
 		if num != fieldPayload {
@@ -121,4 +121,42 @@ func withoutPayload(msg []byte) []byte {
 		return msg
 	}
 	return out
+}
+
+// FailedAttempt returns msg with one more attempt counted, errMsg as its
+// last error and now as its last failure, as asynq's Retry and Archive
+// write it, and whether its retries are spent (asynq archives it then).
+func FailedAttempt(msg []byte, errMsg string, now time.Time) ([]byte, bool, error) {
+	var retry, retried int64
+	out := make([]byte, 0, len(msg)+len(errMsg)+16)
+	err := msgFields(msg, func(num protowire.Number, typ protowire.Type, field, value []byte) {
+		switch {
+		case num == fieldRetry && typ == protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(value)
+			retry = int64(int32(v))
+		case num == fieldRetried && typ == protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(value)
+			retried = int64(int32(v))
+			return
+		case num == fieldErrorMsg || num == fieldLastFailure:
+			return
+		}
+		out = append(out, field...)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	// retried is what asynq's recoverer compares with retry before it
+	// counts the attempt (Retried >= Retry: archive).
+	spent := retried >= retry
+	if !spent {
+		retried++
+	}
+	out = protowire.AppendTag(out, fieldRetried, protowire.VarintType)
+	out = protowire.AppendVarint(out, uint64(retried))
+	out = protowire.AppendTag(out, fieldErrorMsg, protowire.BytesType)
+	out = protowire.AppendString(out, errMsg)
+	out = protowire.AppendTag(out, fieldLastFailure, protowire.VarintType)
+	out = protowire.AppendVarint(out, uint64(now.Unix()))
+	return out, spent, nil
 }

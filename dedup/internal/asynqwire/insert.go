@@ -1,0 +1,349 @@
+package asynqwire
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// Guard is what the library checks and takes in the same step as asynq's
+// insert of one job's task (lua/guard.lua): the job's record, an existing
+// task it may replace, its rule windows.
+type Guard interface {
+	// Args are the guard's arguments for ins; an error refuses the insert
+	// (a task that is not the guarded job's).
+	Args(ins Insert) (GuardArgs, error)
+	// Result is what the guard decided; asynq hears 1 when Inserted, else 0
+	// (its task id conflict).
+	Result(ins Insert, r InsertResult)
+}
+
+// Insert is asynq's insert of one task.
+type Insert struct{ Queue, ID string }
+
+// GuardArgs are the library's side of a guarded insert.
+type GuardArgs struct {
+	// Record is the job's record key: a done record refuses the insert, and
+	// the task's hash keeps it with Fingerprint for the joined dequeue. ""
+	// on Redis Cluster, where it sits in another slot.
+	Record, Fingerprint string
+	// Replace are the task states an existing task of the job is replaced
+	// from in the same step ("pending", "scheduled", "archived",
+	// "completed"); otherwise it refuses the insert.
+	Replace []string
+	// Windows are taken for Holder in the insert's step, checked before
+	// anything else (outside Cluster only, with a Record).
+	Holder  string
+	Windows []Window
+}
+
+// Window is one rule window: its key, how long it holds, and whether a
+// repeat of its own holder is refused too.
+type Window struct {
+	Key     string
+	TTL     time.Duration
+	Repeats bool
+}
+
+// InsertResult is what a guarded insert found and did.
+type InsertResult struct {
+	Inserted bool
+	// Taken has a '1' per window the insert took ('0': its holder had it).
+	Taken string
+	// Throttled is the 1-based index of the window that refused the job, its
+	// holder and how long it still holds; 0 when none did.
+	Throttled  int
+	Holder     string
+	RetryAfter time.Duration
+	// Found: a refusal outside Cluster carries what holds the key: its task
+	// (nil when none) and its record as stored ("" when none) with its TTL.
+	Found     bool
+	Task      *asynq.TaskInfo
+	Record    string
+	RecordTTL time.Duration
+}
+
+// ErrUnguarded is the error of an insert that asynq made under a Guard
+// with a script the guard does not know: refused, never let through
+// unguarded.
+var ErrUnguarded = errors.New("dedup: asynq inserted a guarded task with a script the guard does not know: refused")
+
+type guardKey struct{}
+
+// WithGuard returns ctx for one asynq insert through a client Intercept
+// watches: the insert runs behind g.
+func WithGuard(ctx context.Context, g Guard) context.Context {
+	return context.WithValue(ctx, guardKey{}, g)
+}
+
+// intercepted holds the clients Intercept has hooked, so that each gets
+// its hook once.
+var intercepted sync.Map // redis.UniversalClient -> struct{}
+
+// Intercept hooks rdb (once) so that asynq's inserts under WithGuard run
+// behind their Guard, however go-redis sends them: one command or in a
+// pipeline or transaction. Every other command passes untouched.
+func Intercept(rdb redis.UniversalClient) {
+	if _, loaded := intercepted.LoadOrStore(rdb, struct{}{}); !loaded {
+		rdb.AddHook(insertHook{})
+	}
+}
+
+type insertHook struct{}
+
+func (insertHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (insertHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g, ok := ctx.Value(guardKey{}).(Guard)
+		if !ok {
+			return next(ctx, cmd)
+		}
+		call, ok := guardCall(cmd, g)
+		switch {
+		case !ok:
+			return next(ctx, cmd)
+		case call.err != nil:
+			cmd.SetErr(call.err)
+			return call.err
+		}
+		run := call.cmd(ctx, "evalsha")
+		if err := next(ctx, run); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			run = call.cmd(ctx, "eval")
+			_ = next(ctx, run)
+		}
+		return call.answer(cmd, run)
+	}
+}
+
+func (insertHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g, ok := ctx.Value(guardKey{}).(Guard)
+		if !ok {
+			return next(ctx, cmds)
+		}
+		// Guarded inserts go as EVAL in place (a pipeline cannot retry a
+		// NOSCRIPT); refused ones leave the pipeline with their error.
+		sent := make([]redis.Cmder, 0, len(cmds))
+		type swap struct {
+			orig, run redis.Cmder
+			call      insertCall
+		}
+		var swaps []swap
+		for _, cmd := range cmds {
+			call, ok := guardCall(cmd, g)
+			switch {
+			case !ok:
+				sent = append(sent, cmd)
+			case call.err != nil:
+				cmd.SetErr(call.err)
+			default:
+				run := call.cmd(ctx, "eval")
+				swaps = append(swaps, swap{cmd, run, call})
+				sent = append(sent, run)
+			}
+		}
+		var err error
+		if slices.ContainsFunc(sent, func(c redis.Cmder) bool { return c.Name() != "multi" && c.Name() != "exec" }) {
+			err = next(ctx, sent) // else nothing is left to send (go-redis needs a command)
+		}
+		for _, s := range swaps {
+			if aerr := s.call.answer(s.orig, s.run); aerr != nil && err == nil {
+				err = aerr
+			}
+		}
+		return err
+	}
+}
+
+// guardSource are the guards' sources by their SHA-1, for EVAL.
+var guardSource = func() map[string]string {
+	m := map[string]string{}
+	for _, name := range []string{"enqueue.lua", "schedule.lua"} {
+		src, _ := asynqScript(name)
+		full := "local function asynq_insert()" + "\n" + src + "\nend\n" + source("guard.lua")
+		m[redis.NewScript(full).Hash()] = full
+	}
+	return m
+}()
+
+// scriptSHA is the SHA-1 of the script an EVALSHA or EVAL runs.
+func scriptSHA(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return ""
+	}
+	s, _ := args[1].(string)
+	if cmd.Name() == "evalsha" || cmd.Name() == "evalsha_ro" {
+		return s
+	}
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// scriptCall splits an EVAL or EVALSHA into its keys and arguments.
+func scriptCall(cmd redis.Cmder) (keys []string, args []any, ok bool) {
+	a := cmd.Args()
+	if len(a) < 3 {
+		return nil, nil, false
+	}
+	n, err := strconv.Atoi(fmt.Sprint(a[2]))
+	if err != nil || n < 0 || 3+n > len(a) {
+		return nil, nil, false
+	}
+	keys = make([]string, n)
+	for i := range n {
+		keys[i] = fmt.Sprint(a[3+i])
+	}
+	return keys, a[3+n:], true
+}
+
+// insertCall is a guarded insert, ready to run.
+type insertCall struct {
+	ins    Insert
+	g      Guard
+	script *redis.Script
+	keys   []string
+	args   []any
+	err    error // refused before running
+}
+
+// guardCall recognises asynq's insert in cmd and builds its guarded call;
+// false when cmd is no insert of a task.
+func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
+	if name := cmd.Name(); name != "evalsha" && name != "eval" {
+		return insertCall{}, false
+	}
+	sha := scriptSHA(cmd)
+	if guardSHAs[sha] {
+		return insertCall{}, false // the guard's own call
+	}
+	keys, args, ok := scriptCall(cmd)
+	if !ok || len(keys) == 0 {
+		return insertCall{}, false
+	}
+	queue, id, isTask := ParseTaskKey(keys[0])
+	if !isTask {
+		return insertCall{}, false
+	}
+	c := insertCall{ins: Insert{Queue: queue, ID: id}, g: g, script: guards[sha]}
+	if c.script == nil || len(keys) != 2 || len(args) != 3 {
+		c.err = ErrUnguarded
+		return c, true
+	}
+	ga, err := g.Args(c.ins)
+	if err != nil {
+		c.err = err
+		return c, true
+	}
+	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
+	sk := stateKeys(queue)
+	c.keys = make([]string, 0, 7+len(ga.Windows))
+	c.keys = append(c.keys, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
+	replace := ""
+	if len(ga.Replace) > 0 {
+		replace = "," + strings.Join(ga.Replace, ",") + ","
+	}
+	c.args = make([]any, 0, 7+2*len(ga.Windows))
+	c.args = append(c.args, args[0], args[1], args[2], id, replace, ga.Fingerprint)
+	if ga.Record != "" {
+		c.keys = append(c.keys, ga.Record)
+		if len(ga.Windows) > 0 {
+			c.args = append(c.args, ga.Holder)
+			for _, w := range ga.Windows {
+				rep := "0"
+				if w.Repeats {
+					rep = "1"
+				}
+				c.keys = append(c.keys, w.Key)
+				c.args = append(c.args, w.TTL.Milliseconds(), rep)
+			}
+		}
+	}
+	return c, true
+}
+
+// cmd is the call as a command of name ("evalsha" or "eval").
+func (c insertCall) cmd(ctx context.Context, name string) *redis.Cmd {
+	a := make([]any, 0, 3+len(c.keys)+len(c.args))
+	first := c.script.Hash()
+	if name == "eval" {
+		first = guardSource[first]
+	}
+	a = append(a, name, first, len(c.keys))
+	for _, k := range c.keys {
+		a = append(a, k)
+	}
+	return redis.NewCmd(ctx, append(a, c.args...)...)
+}
+
+// answer reads the guard's reply in run, tells the Guard, and gives asynq's
+// command orig the reply asynq's own script would have: 1 inserted, 0
+// refused (its task id conflict).
+func (c insertCall) answer(orig, run redis.Cmder) error {
+	out, _ := orig.(*redis.Cmd)
+	if err := run.Err(); err != nil { // a hook may fail a reply that came (WAIT): keep its error
+		orig.SetErr(err)
+		return err
+	}
+	r, err := insertResult(c.ins, run.(*redis.Cmd).Val())
+	if err != nil {
+		orig.SetErr(err)
+		return err
+	}
+	c.g.Result(c.ins, r)
+	if out != nil {
+		if r.Inserted {
+			out.SetVal(int64(1))
+		} else {
+			out.SetVal(int64(0))
+		}
+	}
+	return nil
+}
+
+// insertResult reads lua/guard.lua's reply.
+func insertResult(ins Insert, v any) (InsertResult, error) {
+	var r InsertResult
+	str := func(a []any, i int) string { s, _ := a[i].(string); return s }
+	switch a := v.(type) {
+	case int64:
+		r.Inserted = a == 1
+	case []any:
+		switch len(a) {
+		case 2: // inserted, with windows
+			r.Inserted, r.Taken = true, str(a, 1)
+		case 4: // {-1, i, holder, pttl}: a window refused it
+			i, _ := a[1].(int64)
+			pttl, _ := a[3].(int64)
+			r.Throttled, r.Holder, r.RetryAfter = int(i), str(a, 2), time.Duration(max(pttl, 0))*time.Millisecond
+		case 6: // {0, msg, state, result, record, pttl}: refused, with what holds the key
+			r.Found = true
+			if msg := str(a, 1); msg != "" {
+				info, err := TaskInfo(ins.Queue, ins.ID, []byte(msg), str(a, 2), []byte(str(a, 3)))
+				if err != nil {
+					return r, err
+				}
+				r.Task = info
+			}
+			r.Record = str(a, 4)
+			pttl, _ := a[5].(int64)
+			r.RecordTTL = time.Duration(pttl) * time.Millisecond
+		default:
+			return r, fmt.Errorf("dedup: guarded insert replied %v", v)
+		}
+	default:
+		return r, fmt.Errorf("dedup: guarded insert replied %v", v)
+	}
+	return r, nil
+}

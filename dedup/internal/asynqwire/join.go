@@ -1,0 +1,139 @@
+package asynqwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The worker's join: asynq's dequeue runs as lua/dequeue.lua, which claims
+// the task it pops, and asynq's acknowledgement behind lua/ack.lua, which
+// records the completion first, each in asynq's own call.
+
+// DequeueCall reports whether an EVALSHA of sha with keys and args is
+// asynq's dequeue of one queue, and whether sha is the verified script the
+// join stands in for.
+func DequeueCall(sha string, keys []string, args []any) (queue string, known, ok bool) {
+	if len(keys) != 4 || len(args) != 2 || !strings.HasSuffix(keys[1], "}:paused") {
+		return "", false, false
+	}
+	queue, ok = queueOf(keys[0], "pending")
+	return queue, dequeues[sha] != nil, ok
+}
+
+// Claim is what the joined dequeue writes into an absent record: a running
+// claim held by OwnerPrefix + the task id ('|' as '_').
+type Claim struct {
+	OwnerPrefix string
+	Token       int64
+	Now         time.Time
+	// TTL is the running record's: lease and grace; Grace how long it
+	// outlives its lease.
+	TTL, Grace time.Duration
+}
+
+// Dequeued is a task the joined dequeue popped.
+type Dequeued struct {
+	Msg, ID string
+	// Record is the task's record key, "" when the task is not a guarded
+	// one (nothing claimed; the middleware claims).
+	Record string
+	// Claimed: the record was absent and is now running; Found is then the
+	// job's fingerprint, else the record as found.
+	Claimed bool
+	Found   string
+	// Plain is set when the script could not run here (an older Redis):
+	// Msg is asynq's own dequeue's reply.
+	Plain bool
+}
+
+// Dequeue runs the joined dequeue for asynq's call (sha, keys, args); its
+// error is redis.Nil when the queue is empty, as asynq's.
+func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []string, args []any, c Claim) (Dequeued, error) {
+	v, err := dequeues[sha].Run(ctx, rdb, keys, args[0], args[1], c.OwnerPrefix, c.Token, c.Now.UnixMilli(),
+		c.TTL.Milliseconds(), c.Grace.Milliseconds()).Result()
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
+		// This Redis cannot run the joined script: asynq's own, once.
+		msg, err := rdb.EvalSha(ctx, sha, keys, args...).Text()
+		return Dequeued{Msg: msg, Plain: true}, err
+	}
+	if err != nil {
+		return Dequeued{}, err
+	}
+	switch r := v.(type) {
+	case string:
+		return Dequeued{Msg: r}, nil // not a guarded task
+	case []any:
+		if len(r) != 5 {
+			break
+		}
+		str := func(i int) string { s, _ := r[i].(string); return s }
+		flag, _ := r[2].(int64)
+		return Dequeued{Msg: str(0), ID: str(1), Claimed: flag == 1, Record: str(3), Found: str(4)}, nil
+	}
+	return Dequeued{}, fmt.Errorf("dedup: joined dequeue replied %v", v)
+}
+
+// AckCall reports whether keys and args are asynq's acknowledgement of
+// task id in queue (KEYS[1] the queue's active list, ARGV[1] the id).
+func AckCall(keys []string, args []any) (queue, id string, ok bool) {
+	if len(keys) == 0 || len(args) == 0 {
+		return "", "", false
+	}
+	queue, ok = queueOf(keys[0], "active")
+	id, ok2 := args[0].(string)
+	return queue, id, ok && ok2
+}
+
+// Acks are asynq's acknowledgement scripts, each behind lua/ack.lua with
+// the library's completion script.
+type Acks map[string]*redis.Script
+
+// NewAcks builds the joined acknowledgements around finish, the library's
+// completion script (KEYS[1] the record; ARGV holder prefix, state, now
+// ms, result, TTL ms).
+func NewAcks(finish string) Acks { return ackScripts(finish) }
+
+// Completion is the library's side of a joined acknowledgement.
+type Completion struct {
+	Record, Holder string
+	Now            time.Time
+	Result         []byte
+	TTL            time.Duration
+}
+
+// Run runs asynq's acknowledgement (sha, keys, args) of task id with the
+// completion c first: written is 1 when the record was written, 0 when its
+// lease was lost; reply is asynq's script's reply (an error value when
+// asynq's script failed). A copy of the task asynq retains drops its
+// payload: the record answers repeats.
+func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, keys []string, args []any, c Completion) (written int64, reply any, err error) {
+	queue, id, _ := AckCall(keys, args)
+	args = args[:len(args):len(args)]
+	if len(args) == 5 { // mark-as-complete: ARGV[4] is the copy asynq retains
+		if msg, ok := args[3].([]byte); ok {
+			args[3] = WithoutPayload(msg)
+		}
+	}
+	v, err := a[sha].Run(ctx, rdb, append(keys[:len(keys):len(keys)], TaskKey(queue, id), c.Record),
+		append(args, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds())...).Result()
+	if err != nil {
+		return 0, nil, err
+	}
+	if r, ok := v.([]any); ok && len(r) == 2 {
+		n, _ := r[0].(int64)
+		return n, r[1], nil
+	}
+	if _, ok := v.(string); ok {
+		return 1, v, nil // asynq's OK alone: the record was written
+	}
+	return 0, nil, fmt.Errorf("dedup: joined acknowledgement replied %v", v)
+}
+
+// Known reports whether sha is one of asynq's verified acknowledgements.
+func (a Acks) Known(sha string) bool { return a[sha] != nil }

@@ -1,0 +1,58 @@
+package asynqwire
+
+import (
+	"strings"
+	"sync"
+	"time"
+)
+
+// asynq's keys of one queue (its internal/base): all carry the queue's
+// hash tag, so a queue's keys share one Cluster slot.
+func queuePrefix(queue string) string { return "asynq:{" + queue + "}:" }
+
+// TaskKey is the hash of task id in queue.
+func TaskKey(queue, id string) string { return queuePrefix(queue) + "t:" + id }
+
+// ActiveKey is queue's list of tasks being processed.
+func ActiveKey(queue string) string { return queuePrefix(queue) + "active" }
+
+// LeaseKey is queue's sorted set of active tasks by lease expiry (Unix s).
+func LeaseKey(queue string) string { return queuePrefix(queue) + "lease" }
+
+// ParseTaskKey is the inverse of TaskKey; a queue name holds no '}'.
+func ParseTaskKey(key string) (queue, id string, ok bool) {
+	base, id, found := strings.Cut(key, "}:t:")
+	queue, ok = strings.CutPrefix(base, "asynq:{")
+	return queue, id, ok && found
+}
+
+// queueOf is the queue of one of its keys named suffix ("active", ...).
+func queueOf(key, suffix string) (string, bool) {
+	q, ok := strings.CutPrefix(key, "asynq:{")
+	q, ok2 := strings.CutSuffix(q, "}:"+suffix)
+	return q, ok && ok2
+}
+
+// queueStateKeys caches, per queue, the keys of the four states a guarded
+// insert may find or replace its task in: every insert needs them. One
+// entry per queue a producer inserts into, never removed.
+var queueStateKeys sync.Map // queue -> *[4]string
+
+// stateKeys are queue's pending, scheduled, archived and completed keys.
+func stateKeys(queue string) *[4]string {
+	if ks, ok := queueStateKeys.Load(queue); ok {
+		return ks.(*[4]string)
+	}
+	p := queuePrefix(queue)
+	ks, _ := queueStateKeys.LoadOrStore(queue, &[4]string{p + "pending", p + "scheduled", p + "archived", p + "completed"})
+	return ks.(*[4]string)
+}
+
+// recoverKeys are the keys recover.lua needs of task id in queue, its
+// daily stats dated now.
+func recoverKeys(queue, id string, now time.Time) []string {
+	p := queuePrefix(queue)
+	day := now.UTC().Format("2006-01-02")
+	return []string{p + "t:" + id, p + "active", p + "lease", p + "pending", p + "archived",
+		p + "processed:" + day, p + "failed:" + day, p + "processed", p + "failed"}
+}

@@ -1,0 +1,83 @@
+package asynqwire
+
+import (
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"maps"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// lua/asynq holds the verified asynq's scripts byte for byte (its
+// internal/rdb): they are found by the SHA-1 asynq sends, so only an
+// identical script is ever guarded or joined. The rest of lua/ is the
+// library's own scripts that stand in for them.
+//
+//go:embed lua/*.lua lua/asynq/*.lua
+var luaFS embed.FS
+
+func source(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return string(b)
+}
+
+// asynqScript is asynq's script lua/asynq/<name> and the SHA-1 asynq sends
+// for it.
+func asynqScript(name string) (src, sha string) {
+	src = source("asynq/" + name)
+	sum := sha1.Sum([]byte(src))
+	return src, hex.EncodeToString(sum[:])
+}
+
+// wrapped maps the SHA-1 of each named asynq script to one script: asynq's,
+// unchanged, as the local function fn, then lua/<tail>, which calls it.
+// prelude goes first.
+func wrapped(prelude, fn, tail string, names ...string) map[string]*redis.Script {
+	out := map[string]*redis.Script{}
+	for _, name := range names {
+		src, sha := asynqScript(name)
+		out[sha] = redis.NewScript(prelude + "local function " + fn + "()\n" + src + "\nend\n" + source(tail))
+	}
+	return out
+}
+
+var (
+	// guards: asynq's enqueue and schedule, each behind lua/guard.lua.
+	guards = wrapped("", "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
+	// guardSHAs are the guards' own SHA-1s: their calls pass the hook.
+	guardSHAs = func() map[string]bool {
+		m := map[string]bool{}
+		for _, s := range guards {
+			m[s.Hash()] = true
+		}
+		return m
+	}()
+	// dequeues: lua/dequeue.lua is asynq's dequeue written out with the
+	// claim; it stands in for asynq's script whole.
+	dequeues = func() map[string]*redis.Script {
+		_, sha := asynqScript("dequeue.lua")
+		return map[string]*redis.Script{sha: redis.NewScript(source("dequeue.lua"))}
+	}()
+	recoverScript = redis.NewScript(source("recover.lua"))
+)
+
+// ackScripts maps asynq's four acknowledgement scripts to each behind
+// lua/ack.lua, with finish (the library's completion script) as finish.
+func ackScripts(finish string) map[string]*redis.Script {
+	// kept: asynq keeps the task's hash (mark-as-complete), so the
+	// library's fields leave it; done deletes it.
+	prelude := "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
+	m := wrapped(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
+	maps.Copy(m, wrapped(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
+	return m
+}
+
+// SHA is the SHA-1 asynq sends for its script lua/asynq/<name>.
+func SHA(name string) string {
+	_, sha := asynqScript(name)
+	return sha
+}
