@@ -14,7 +14,7 @@
 // ONCEQ_ variable (a typo would otherwise be silently ignored), a secret that
 // is set but empty, and values that fail validation. The set of known
 // variables is the union over [Worker], [API] and [Producer], so one
-// ConfigMap can feed both binaries; [KnownVariables] lists it. Variables
+// ConfigMap can feed both binaries; --help lists them. Variables
 // Kubernetes derives from a Service whose name starts with "onceq"
 // (ONCEQ_API_SERVICE_HOST, ONCEQ_PORT_8080_TCP_ADDR, ...) and the test
 // harness's ONCEQ_TEST_*, ONCEQ_REQUIRE_REDIS and ONCEQ_FAULT_TESTS are not configuration and

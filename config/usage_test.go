@@ -38,7 +38,7 @@ func TestUsage(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range KnownVariables() {
+	for _, k := range known() {
 		if !printed[k] {
 			t.Errorf("no usage prints %s", k)
 		}

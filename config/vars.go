@@ -18,14 +18,7 @@ const Prefix = "ONCEQ"
 // their union so that one ConfigMap can feed every binary.
 func specs() []any { return []any{&Worker{}, &API{}, &Producer{}} }
 
-// KnownVariables lists every variable any binary reads, sorted.
-func KnownVariables() []string { return slices.Clone(known()) }
-
-// RequiredVariables lists the variables tagged required:"true", sorted.
-// None are today: every setting has a working default.
-func RequiredVariables() []string { return slices.Clone(required()) }
-
-// known and required ask envconfig itself, so the lists cannot drift from
+// known, required and secrets ask envconfig itself, so the lists cannot drift from
 // the names Process actually reads.
 var (
 	known    = sync.OnceValue(func() []string { return keysOf(`{{range .}}{{usage_key .}}` + "\n" + `{{end}}`) })

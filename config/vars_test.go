@@ -21,19 +21,14 @@ func TestKnownVariables(t *testing.T) {
 		"ONCEQ_SMTP_PASSWORD", "ONCEQ_SMTP_USER", "ONCEQ_STRICT_PRIORITY", "ONCEQ_STRIPE_KEY", "ONCEQ_STRIPE_URL",
 		"ONCEQ_TASK_LOG", "ONCEQ_UNIQUE_WINDOW", "ONCEQ_WEBHOOK_BODY_BUDGET", "ONCEQ_WEBHOOK_ID_FIELDS", "ONCEQ_WEBHOOK_SCHEMES", "ONCEQ_WEBHOOK_SECRETS", "ONCEQ_WEBHOOK_TOLERANCE",
 	}
-	got := KnownVariables()
-	if !slices.Equal(got, want) {
-		t.Errorf("KnownVariables() =\n%q\nwant\n%q", got, want)
-	}
-	got[0] = "mutated"
-	if KnownVariables()[0] == "mutated" {
-		t.Error("KnownVariables returns shared storage")
+	if got := known(); !slices.Equal(got, want) {
+		t.Errorf("known() =\n%q\nwant\n%q", got, want)
 	}
 }
 
 func TestRequiredVariables(t *testing.T) {
-	if got := RequiredVariables(); len(got) != 0 {
-		t.Errorf("RequiredVariables() = %q, want none: every setting has a default", got)
+	if got := required(); len(got) != 0 {
+		t.Errorf("required() = %q, want none: every setting has a default", got)
 	}
 }
 
@@ -59,7 +54,7 @@ func TestWalkerMatchesEnvconfig(t *testing.T) {
 		}
 	}
 	slices.Sort(walked)
-	if walked = slices.Compact(walked); !slices.Equal(walked, KnownVariables()) {
-		t.Errorf("walker sees %q\nenvconfig sees %q", walked, KnownVariables())
+	if walked = slices.Compact(walked); !slices.Equal(walked, known()) {
+		t.Errorf("walker sees %q\nenvconfig sees %q", walked, known())
 	}
 }

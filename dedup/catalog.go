@@ -25,10 +25,6 @@ type Spec[P any] struct {
 	// Shards), and a Server consumes every shard. Kinds that share a Queue
 	// must agree on it. Default: 1, the queue itself.
 	Shards int
-	// Route is the HTTP ingest route, POST /v1/<Route>; empty: none.
-	Route string
-	// KeyRule says in one line how the key is chosen, for --help and docs.
-	KeyRule string
 	// ID returns the payload's business id; nil or "": the key is the
 	// content hash.
 	ID func(P) string
@@ -86,7 +82,7 @@ type Spec[P any] struct {
 // Kind is a defined task type, as a Catalog holds it. Only Define makes a
 // usable one; the exported fields are for reading (routes, docs).
 type Kind struct {
-	Type, Queue, Route, KeyRule string
+	Type, Queue string
 	// Queues are the asynq queues the jobs go to: Queue itself, or its
 	// shards in order (Spec.Shards). A Server consumes them all; list them
 	// in the asynq.Config of a server of your own.
@@ -133,7 +129,7 @@ func Define[P any](s Spec[P]) *Typed[P] {
 		panic(fmt.Sprintf("onceq: Define %q: needs a valid type and repeat policy, ID with SetID, a queue without { or }, and no negative windows or shards (%v)", s.Type, err))
 	}
 	t := &Typed[P]{spec: s}
-	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Queues: shardsOf(s.Queue, s.Shards), Route: s.Route, KeyRule: s.KeyRule,
+	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Queues: shardsOf(s.Queue, s.Shards),
 		HeaderKey: s.SetID != nil, Global: s.Global, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed,
 		volatile: volatileOf(zero), DoneTTL: s.DoneTTL,
 		build: func(payload []byte, explicit, scope string) (Job, error) {

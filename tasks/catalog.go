@@ -61,6 +61,14 @@ var (
 	Orders   = std.orders
 )
 
+// routes are the built-in types' HTTP ingest routes, POST /v1/<route>;
+// webhooks come in through /v1/webhooks/{source} instead.
+var routes = map[string]string{TypeEmail: "emails", TypeSMS: "sms", TypeScan: "scans", TypePayment: "payments", TypeOrder: "orders"}
+
+// Route is the HTTP ingest route of type typ, POST /v1/<route>; "" when it
+// has none.
+func (c *Catalog) Route(typ string) string { return routes[typ] }
+
 // handlers build each built-in type's handler from the process's Deps.
 var handlers = map[string]func(Deps) asynq.Handler{
 	TypeEmail: emailHandler, TypeSMS: smsHandler, TypeScan: scanHandler,

@@ -67,9 +67,8 @@ func (e Email) validate() error {
 // emailSpec is the email:send declaration.
 func emailSpec(Windows) dedup.Spec[Email] {
 	return dedup.Spec[Email]{
+		// Key: id, else the Idempotency-Key, else the content hash (trace_id left out).
 		Type:     TypeEmail,
-		Route:    "emails",
-		KeyRule:  "`id`, else the Idempotency-Key, else the content hash (`trace_id` left out)",
 		ID:       func(e Email) string { return e.ID },
 		SetID:    func(e *Email, id string) { e.ID = id },
 		Validate: Email.validate,

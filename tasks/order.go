@@ -79,9 +79,8 @@ var Transactional = []string{TypeOrder}
 // Postgres ledger (Deps.Ledger), refused where there is none.
 func orderSpec(Windows) dedup.Spec[Order] {
 	return dedup.Spec[Order]{
+		// Key: order_id (required); runs under the Postgres ledger.
 		Type:        TypeOrder,
-		Route:       "orders",
-		KeyRule:     "`order_id` (required); runs under the Postgres ledger",
 		ID:          func(o Order) string { return o.OrderID },
 		Validate:    Order.validate,
 		MaxRetry:    OrderMaxRetry,

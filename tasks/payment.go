@@ -90,11 +90,10 @@ func printable(s string) bool {
 // the same amount under another id.
 func paymentSpec(w Windows) dedup.Spec[Payment] {
 	return dedup.Spec[Payment]{
-		Type:    TypePayment,
-		Queue:   QueueCritical,
-		Route:   "payments",
-		KeyRule: "`payment_id` (required; one payment whoever sends it); rate rule: account + currency + amount, per client",
-		ID:      func(p Payment) string { return p.PaymentID },
+		// Key: payment_id (required; one payment whoever sends it); rate rule: account + currency + amount, per client.
+		Type:  TypePayment,
+		Queue: QueueCritical,
+		ID:    func(p Payment) string { return p.PaymentID },
 		// A payment id names one charge: a second client sending it must
 		// meet the first one's job, not charge again.
 		Global:   true,

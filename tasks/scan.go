@@ -72,9 +72,8 @@ func (s Scan) validate() error {
 // window; a FileID adds the same window across modes.
 func scanSpec(w Windows) dedup.Spec[Scan] {
 	return dedup.Spec[Scan]{
+		// Key: content hash of path + mode (+ file_id; request_id left out); window: file_id.
 		Type:     TypeScan,
-		Route:    "scans",
-		KeyRule:  "content hash of path + mode (+ file_id; `request_id` left out); window: file_id",
 		Unique:   w.FileScan,
 		Window:   w.FileScan,
 		DoneTTL:  w.FileScan,

@@ -51,9 +51,8 @@ func (m SMS) validate() error {
 // smsSpec is the sms:send declaration.
 func smsSpec(Windows) dedup.Spec[SMS] {
 	return dedup.Spec[SMS]{
+		// Key: id, else the Idempotency-Key, else the content hash.
 		Type:     TypeSMS,
-		Route:    "sms",
-		KeyRule:  "`id`, else the Idempotency-Key, else the content hash",
 		ID:       func(m SMS) string { return m.ID },
 		SetID:    func(m *SMS, id string) { m.ID = id },
 		Validate: SMS.validate,

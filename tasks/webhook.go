@@ -116,8 +116,8 @@ func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
 // duplicate whatever its Idempotency-Key, and two senders never collide.
 func webhookSpec(emails *dedup.Typed[Email]) dedup.Spec[Webhook] {
 	return dedup.Spec[Webhook]{
+		// Key: source:event_id, the event id from the signed body (attempt, received_at left out).
 		Type:        TypeWebhook,
-		KeyRule:     "`source` + `:` + `event_id` (from the signed body; `attempt`, `received_at` left out)",
 		ID:          Webhook.webhookID,
 		Fingerprint: Webhook.webhookPrint,
 		Prepare: func(wh *Webhook) {

@@ -218,7 +218,7 @@ func TestServe(t *testing.T) {
 
 	event := `{"id":"evt_s1","type":"user.created","data":{"user_id":"u1","email":"ada@example.com"}}`
 	code, _, body = call("POST", "/v1/webhooks/acme", event, map[string]string{"Content-Type": "application/json",
-		"Idempotency-Key": "d-1", api.SignatureHeader: api.Sign("whsec-acme", time.Now(), []byte(event))})
+		"Idempotency-Key": "d-1", api.SignatureHeader: testenv.Sign("whsec-acme", time.Now(), []byte(event))})
 	if code != 202 {
 		t.Fatalf("webhook: %d %s", code, body)
 	}

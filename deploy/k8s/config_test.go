@@ -68,27 +68,47 @@ func setVariables(t *testing.T, m *manifests) []string {
 	return slices.Compact(names)
 }
 
-// Every variable the manifests set is one config reads (config rejects
-// unknown ONCEQ_ names at start-up, so a typo would be a crash loop), and
-// every required one is set.
-func TestVariablesKnownAndRequiredSet(t *testing.T) {
-	known := config.KnownVariables()
+// Every variable the manifests set is one the binaries' --help lists
+// (config rejects unknown ONCEQ_ names at start-up, so a typo would be a
+// crash loop). No variable is required: every setting has a default.
+func TestVariablesKnown(t *testing.T) {
+	known, _ := helpVariables(t)
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
 			set := setVariables(t, overlay(t, name))
 			for _, v := range set {
 				if !slices.Contains(known, v) {
-					t.Errorf("%s sets %s, which config does not know (config.KnownVariables)", name, v)
-				}
-			}
-			for _, v := range config.RequiredVariables() {
-				if !slices.Contains(set, v) {
-					t.Errorf("%s does not set required variable %s", name, v)
+					t.Errorf("%s sets %s, which no binary's --help lists", name, v)
 				}
 			}
 			t.Logf("%s sets %s", name, strings.Join(set, " "))
 		})
 	}
+}
+
+// helpVariables are the variables the binaries' --help lists (config.Usage
+// of each one's configuration), and those it says are secret.
+func helpVariables(t *testing.T) (known, secret []string) {
+	t.Helper()
+	for _, spec := range []any{config.Worker{}, config.API{}, config.Producer{}} {
+		var b strings.Builder
+		if err := config.Usage(&b, spec); err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(b.String(), "\n") {
+			name, rest, _ := strings.Cut(line, " ")
+			if !strings.HasPrefix(name, config.Prefix+"_") {
+				continue
+			}
+			known = append(known, name)
+			if strings.Contains(rest, " secret: ") {
+				secret = append(secret, name)
+			}
+		}
+	}
+	slices.Sort(known)
+	slices.Sort(secret)
+	return slices.Compact(known), slices.Compact(secret)
 }
 
 // Each onceq container's effective environment loads and validates with the
@@ -267,9 +287,9 @@ func TestProbesOnConfiguredPort(t *testing.T) {
 // No secret sits in a ConfigMap, a command line or a literal env value,
 // where kubectl describe, logs of the API server and ps would show it.
 func TestSecretsOnlyInSecrets(t *testing.T) {
-	secrets := config.SecretVariables()
+	_, secrets := helpVariables(t)
 	if len(secrets) == 0 {
-		t.Fatal("config.SecretVariables() is empty")
+		t.Fatal("--help marks no variable secret")
 	}
 	mentions := func(s string) string {
 		for _, name := range secrets {

@@ -263,8 +263,8 @@ func New(o Options) (*Handler, error) {
 		budget: &budget{sem: semaphore.NewWeighted(o.WebhookBodyBudget), wait: o.WebhookBudgetWait, bodyTimeout: o.WebhookBodyTimeout}}
 	mux := &routes{ServeMux: http.NewServeMux(), zero: o.Requests.Zero}
 	for _, k := range o.Catalog.Kinds() {
-		if k.Route != "" {
-			handle(mux, http.MethodPost, "/v1/"+k.Route, s.bearer(s.ingest(k)))
+		if route := o.Catalog.Route(k.Type); route != "" {
+			handle(mux, http.MethodPost, "/v1/"+route, s.bearer(s.ingest(k, route)))
 		}
 	}
 	handle(mux, http.MethodPost, "/v1/webhooks/{source}", http.HandlerFunc(s.webhook))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // held starts a webhook of size bytes on a raw connection and sends its
@@ -125,13 +126,13 @@ func TestWebhookBodyWithoutLength(t *testing.T) {
 		if len(body) > limit {
 			t.Fatalf("test body of %d bytes is over the limit", len(body))
 		}
-		accepted(t, send(body, api.Sign(secret, e.clock(), []byte(body))), http.StatusAccepted)
+		accepted(t, send(body, testenv.Sign(secret, e.clock(), []byte(body))), http.StatusAccepted)
 	}
 	body := event("evt_chunked_big", limit)
-	problem(t, send(body, api.Sign(secret, e.clock(), []byte(body))), http.StatusRequestEntityTooLarge)
+	problem(t, send(body, testenv.Sign(secret, e.clock(), []byte(body))), http.StatusRequestEntityTooLarge)
 	// Every step's reservation came back: the whole budget is free.
 	body = event("evt_chunked_last", limit-100)
-	accepted(t, send(body, api.Sign(secret, e.clock(), []byte(body))), http.StatusAccepted)
+	accepted(t, send(body, testenv.Sign(secret, e.clock(), []byte(body))), http.StatusAccepted)
 }
 
 // A body that holds budget must arrive within WebhookBodyTimeout.

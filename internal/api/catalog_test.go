@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // A payment id reused with other content is a conflict: 422 problem+json
@@ -51,7 +52,7 @@ func TestWebhookKeyedBySignedEventID(t *testing.T) {
 	}
 	globex := `{"event_id":"evt_300","type":"user.created","data":{"user_id":"u9","email":"g@example.com"}}`
 	r := e.do(req{path: "/v1/webhooks/globex", body: globex, header: map[string]string{"Authorization": "",
-		api.SignatureHeader: api.Sign("whsec-globex", e.clock(), []byte(globex))}})
+		api.SignatureHeader: testenv.Sign("whsec-globex", e.clock(), []byte(globex))}})
 	if a := accepted(t, r, http.StatusAccepted); a.Key != "webhook:process/globex:evt_300" {
 		t.Fatalf("globex event: %+v", a)
 	}

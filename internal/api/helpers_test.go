@@ -21,6 +21,7 @@ import (
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -177,7 +178,7 @@ func (e *env) webhook(body, key string) reply {
 	return e.do(req{path: "/v1/webhooks/" + source, body: body, header: map[string]string{
 		"Idempotency-Key":   key,
 		"Authorization":     "",
-		api.SignatureHeader: api.Sign(secret, e.clock(), []byte(body)),
+		api.SignatureHeader: testenv.Sign(secret, e.clock(), []byte(body)),
 	}})
 }
 

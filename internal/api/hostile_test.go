@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // A corpus of hostile requests: each gets a clear 4xx problem, nothing is
@@ -56,9 +57,9 @@ func TestHostileCorpus(t *testing.T) {
 		{"text body", req{path: paymentPath, body: good, header: map[string]string{"Content-Type": "text/plain"}}, 415},
 		{"unsigned webhook", req{path: "/v1/webhooks/" + source, body: eventBody("evt-h", 1), header: map[string]string{"Idempotency-Key": "h1", "Authorization": ""}}, 401},
 		{"forged webhook", req{path: "/v1/webhooks/" + source, body: eventBody("evt-h", 1), header: map[string]string{
-			"Idempotency-Key": "h2", "Authorization": "", api.SignatureHeader: api.Sign("wrong-secret", e.clock(), []byte(eventBody("evt-h", 1)))}}, 401},
+			"Idempotency-Key": "h2", "Authorization": "", api.SignatureHeader: testenv.Sign("wrong-secret", e.clock(), []byte(eventBody("evt-h", 1)))}}, 401},
 		{"signature for another body", req{path: "/v1/webhooks/" + source, body: eventBody("evt-h", 1), header: map[string]string{
-			"Idempotency-Key": "h3", "Authorization": "", api.SignatureHeader: api.Sign(secret, e.clock(), []byte(eventBody("evt-other", 1)))}}, 401},
+			"Idempotency-Key": "h3", "Authorization": "", api.SignatureHeader: testenv.Sign(secret, e.clock(), []byte(eventBody("evt-other", 1)))}}, 401},
 		{"unknown source", req{path: "/v1/webhooks/nobody", body: eventBody("evt-h", 1), header: map[string]string{"Idempotency-Key": "h4"}}, 404},
 		{"source traversal", req{path: "/v1/webhooks/..%2F..%2Fadmin", body: eventBody("evt-h", 1), header: map[string]string{"Idempotency-Key": "h5"}}, 404},
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/httpidem"
 )
 
@@ -18,14 +17,6 @@ const ReplayNamespace = httpidem.Namespace
 
 // ReplayedHeader marks a response replayed from an earlier request.
 const ReplayedHeader = httpidem.ReplayedHeader
-
-// ReplayKey is the dedup key under which the response to principal's
-// request on route ("payments", "emails", "scans", "webhooks/<source>") with
-// Idempotency-Key key is stored. Keys are the client's: another principal
-// using the same key neither sees nor collides with this one.
-func ReplayKey(principal, route, key string) dedup.Key {
-	return httpidem.ReplayKey(principal+"/"+route, key)
-}
 
 // fingerprint identifies a request for the mismatch check: method, route,
 // the job key and the job's fingerprint, which the catalog takes from the

@@ -31,7 +31,7 @@ func (s *server) build(typ string, body []byte, key, scope string) (dedup.Job, *
 }
 
 // ingest serves the bearer-authenticated ingest route of one task type.
-func (s *server) ingest(k *dedup.Kind) http.Handler {
+func (s *server) ingest(k *dedup.Kind, route string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if resp := checkJSON(r); resp != nil {
 			resp.write(w)
@@ -50,7 +50,7 @@ func (s *server) ingest(k *dedup.Kind) http.Handler {
 		// The job lives in the caller's scope unless its type is Global:
 		// another client's same id, header key or content is another job,
 		// and no id a caller can type reaches into another's scope.
-		s.submit(w, r, k.Route, k.Type, key, body, func() (dedup.Job, *response) {
+		s.submit(w, r, route, k.Type, key, body, func() (dedup.Job, *response) {
 			return s.build(k.Type, body, key, principal(r.Context()))
 		})
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -121,7 +122,7 @@ func TestStripeWebhook(t *testing.T) {
 		"future":         stripeHeader(stripeSecret, body, e.clock().Add(6*time.Minute)),
 		"other body":     stripeHeader(stripeSecret, stripeBody(9), e.clock()),
 		"missing":        {"Content-Type": "application/json"},
-		"onceq's header": {api.SignatureHeader: api.Sign(stripeSecret, e.clock(), []byte(body))},
+		"onceq's header": {api.SignatureHeader: testenv.Sign(stripeSecret, e.clock(), []byte(body))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := e.deliver(t, "stripe", body, h)
@@ -173,7 +174,7 @@ func TestStandardWebhook(t *testing.T) {
 		"another time":      stdHeader(stdID, strconv.Itoa(stdTime+1), stdSig),
 		"v2 only":           stdHeader(stdID, ts, "v2,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
 		"no id":             stdHeader("", ts, stdSig),
-		"onceq's header":    {api.SignatureHeader: api.Sign(stdSecret, e.clock(), []byte(stdBody))},
+		"onceq's header":    {api.SignatureHeader: testenv.Sign(stdSecret, e.clock(), []byte(stdBody))},
 		"no headers at all": {},
 	} {
 		t.Run(name, func(t *testing.T) { problem(t, e.deliver(t, "svix", stdBody, h), http.StatusUnauthorized) })
@@ -245,7 +246,7 @@ func TestGitHubWebhook(t *testing.T) {
 		"forged":         ghHeader("issues", "d-1", ghSig),
 		"sha1 only":      {"X-GitHub-Event": "issues", "X-Hub-Signature": "sha1=" + ghSign(ghIssues)[7:47]},
 		"bare hex":       ghHeader("issues", "d-2", ghSign(ghIssues)[7:]),
-		"onceq's header": {api.SignatureHeader: api.Sign(ghSecret, e.clock(), []byte(ghIssues))},
+		"onceq's header": {api.SignatureHeader: testenv.Sign(ghSecret, e.clock(), []byte(ghIssues))},
 	} {
 		t.Run(name, func(t *testing.T) { problem(t, e.deliver(t, "github", ghIssues, h), http.StatusUnauthorized) })
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // A body whose meaning depends on which duplicate or case variant a parser
@@ -27,7 +28,7 @@ func TestAmbiguousJSONIs400(t *testing.T) {
 	}
 	ev := `{"id":"evt_d","type":"user.created","data":{"email":"a@example.com","email":"b@example.com"}}`
 	r := e.do(req{path: "/v1/webhooks/" + source, body: ev, header: map[string]string{"Authorization": "",
-		"Idempotency-Key": "d-dup", api.SignatureHeader: api.Sign(secret, e.clock(), []byte(ev))}})
+		"Idempotency-Key": "d-dup", api.SignatureHeader: testenv.Sign(secret, e.clock(), []byte(ev))}})
 	problem(t, r, http.StatusBadRequest)
 	if n := e.tasks(); n != 0 {
 		t.Fatalf("%d tasks, want 0", n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 )
 
 // Redis gone: every route answers a 503 problem with Retry-After, and the
@@ -33,7 +34,7 @@ func TestRedisDownIs503(t *testing.T) {
 		{"email", req{path: emailPath, body: `{"to":"a@example.com","subject":"s","body":"b"}`}},
 		{"webhook", req{path: "/v1/webhooks/" + source, body: eventBody("evt_down", 1), header: map[string]string{
 			"Authorization": "", "Idempotency-Key": "k-down",
-			api.SignatureHeader: api.Sign(secret, e.clock(), []byte(eventBody("evt_down", 1)))}}},
+			api.SignatureHeader: testenv.Sign(secret, e.clock(), []byte(eventBody("evt_down", 1)))}}},
 		{"job", req{method: http.MethodGet, path: "/v1/jobs/payment:charge%2Fpmt-up"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -20,13 +20,6 @@ import (
 // SignatureHeader carries a webhook's signature: "t=<unix>,v1=<hex>".
 const SignatureHeader = "Onceq-Signature"
 
-// Sign returns the SignatureHeader value for body sent at t: the hex
-// HMAC-SHA256, keyed by secret, of "<unix seconds>.<body>".
-func Sign(secret string, t time.Time, body []byte) string {
-	ts := t.Unix()
-	return "t=" + strconv.FormatInt(ts, 10) + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
-}
-
 func mac(secret string, ts int64, body []byte) []byte {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(strconv.FormatInt(ts, 10) + "."))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/api"
+	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -20,7 +21,7 @@ import (
 //	  openssl dgst -sha256 -hmac whsec-test -r
 func TestSignMatchesOpenSSL(t *testing.T) {
 	t.Parallel()
-	got := api.Sign("whsec-test", time.Unix(1700000000, 0), []byte(`{"id":"evt_1","type":"user.created"}`))
+	got := testenv.Sign("whsec-test", time.Unix(1700000000, 0), []byte(`{"id":"evt_1","type":"user.created"}`))
 	want := "t=1700000000,v1=70b0b00b6e9700e3c3d2b71f8dad14ce10c2cea940e00631b18bdbccf0140e21"
 	if got != want {
 		t.Fatalf("Sign = %q, want %q", got, want)
@@ -58,15 +59,15 @@ func TestWebhookSignatures(t *testing.T) {
 	e := newEnv(t)
 	body := eventBody("evt_sig", 0)
 	now := e.clock()
-	good := api.Sign(secret, now, []byte(body))
+	good := testenv.Sign(secret, now, []byte(body))
 	v1 := good[strings.Index(good, "v1=")+3:]
 	ts := strconv.FormatInt(now.Unix(), 10)
 	for _, c := range []struct{ name, sig string }{
 		{"missing", ""},
-		{"forged with another secret", api.Sign("not-the-secret", now, []byte(body))},
-		{"another body", api.Sign(secret, now, []byte(eventBody("evt_other", 0)))},
-		{"stale", api.Sign(secret, now.Add(-6*time.Minute), []byte(body))},
-		{"future", api.Sign(secret, now.Add(6*time.Minute), []byte(body))},
+		{"forged with another secret", testenv.Sign("not-the-secret", now, []byte(body))},
+		{"another body", testenv.Sign(secret, now, []byte(eventBody("evt_other", 0)))},
+		{"stale", testenv.Sign(secret, now.Add(-6*time.Minute), []byte(body))},
+		{"future", testenv.Sign(secret, now.Add(6*time.Minute), []byte(body))},
 		{"timestamp swapped", "t=" + strconv.FormatInt(now.Unix()-1, 10) + ",v1=" + v1},
 		{"no timestamp", "v1=" + v1},
 		{"no v1", "t=" + ts},
@@ -103,7 +104,7 @@ func TestWebhookRefusals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	signed := func(path, body string, h map[string]string) req {
-		hd := map[string]string{"Authorization": "", api.SignatureHeader: api.Sign(secret, e.clock(), []byte(body))}
+		hd := map[string]string{"Authorization": "", api.SignatureHeader: testenv.Sign(secret, e.clock(), []byte(body))}
 		for k, v := range h {
 			hd[k] = v
 		}

@@ -60,7 +60,7 @@ func TestCatalogThroughTheBinaries(t *testing.T) {
 	webhook := func(body, key string) int {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/webhooks/acme", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(api.SignatureHeader, api.Sign("whsec-acme", time.Now(), []byte(body)))
+		req.Header.Set(api.SignatureHeader, testenv.Sign("whsec-acme", time.Now(), []byte(body)))
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}

@@ -1,16 +1,20 @@
 // Package testenv holds what tests of real processes and servers share
 // besides Redis (see redistest): free loopback ports, the environment of a
-// child binary, and a buffer that loggers and pipes may write while the
-// test reads.
+// child binary, a buffer that loggers and pipes may write while the test
+// reads, and a webhook sender's signature.
 package testenv
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
@@ -74,4 +78,13 @@ func RequireRebindRefused(t testing.TB, method, url string) {
 	if resp.StatusCode != http.StatusMisdirectedRequest {
 		t.Fatalf("%s %s with a rebound Host: %d, want 421", method, url, resp.StatusCode)
 	}
+}
+
+// Sign signs body as a sender of the onceq webhook scheme does
+// (Onceq-Signature: "t=<unix>,v1=<hex>"): the hex HMAC-SHA256, keyed by
+// secret, of "<unix seconds>.<body>". Written apart from the API's check.
+func Sign(secret string, t time.Time, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(m, "%d.%s", t.Unix(), body)
+	return fmt.Sprintf("t=%d,v1=%x", t.Unix(), m.Sum(nil))
 }
