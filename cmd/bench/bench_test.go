@@ -217,3 +217,31 @@ func TestQuantile(t *testing.T) {
 		t.Error("quantile of nothing is not 0")
 	}
 }
+
+// The join phase pairs a Server with asynq's server plus the Middleware,
+// over loopback and through the delaying proxy, and the proxy's delay shows
+// in when handlers start.
+func TestJoinPhase(t *testing.T) {
+	srv := redistest.Start(t)
+	var stdout, stderr bytes.Buffer
+	rep, err := run(context.Background(), []string{"-phases", "join", "-n", "100", "-rounds", "1", "-conc", "10",
+		"-two-conc", "", "-delay", "2ms", "-redis-url", "redis://" + srv.Addr + "/0"}, &stdout, &stderr, nil)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if len(rep.Join) != 2 || rep.Join[0].Network != "loopback" || !strings.HasPrefix(rep.Join[1].Network, "proxy +2ms") {
+		t.Fatalf("join rows %+v, want loopback and the proxy", rep.Join)
+	}
+	for _, r := range rep.Join {
+		if r.JoinedRate <= 0 || r.PlainRate <= 0 || r.JoinedCPU <= 0 || r.PlainCPU <= 0 {
+			t.Errorf("%+v: a side unmeasured", r)
+		}
+	}
+	if rep.Join[1].P50Saved <= rep.Join[0].P50Saved {
+		t.Errorf("the claim's own round trip saved %.2f ms through a 2 ms proxy, %.2f ms on loopback: want more through the proxy",
+			rep.Join[1].P50Saved, rep.Join[0].P50Saved)
+	}
+	if !strings.Contains(stdout.String(), "| network | c | tasks/s joined") {
+		t.Errorf("no join table in the report:\n%s", stdout.String())
+	}
+}

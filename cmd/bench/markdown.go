@@ -56,6 +56,11 @@ func (r *Report) markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s: first insert vs rejected duplicate (µs per op; cost ratio) | %.0f | %.0f | %s |\n",
 			g.Name, f.USPerOp, d.USPerOp, ratio(g.Name, dupRepeat, dupFirst))
 	}
+	if len(r.Join) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "The worker's join: a Server (claim and completion ride asynq's dequeue and acknowledgement) against asynq's server with the Middleware (calls of their own):")
+		printJoins(w, r.Join)
+	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "| Redis memory per remembered job, %d B payload, result kept (B; asynq+id for bare) | %.0f | %.0f | |\n",
 			m.PayloadBytes, m.PlainTaskBytes+m.PlainEntryBytes, m.PerJob())

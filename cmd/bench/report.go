@@ -26,6 +26,7 @@ type Report struct {
 	Comparisons []Comparison   `json:"comparisons"`
 	Memory      *MemoryResult  `json:"memory,omitempty"`
 	Cluster     *ClusterResult `json:"cluster,omitempty"`
+	Join        []JoinRow      `json:"join,omitempty"`
 	// Network is how the bench reached its Redis when not over loopback
 	// (-netns): the namespace's veth pair and the netem delay, or why none.
 	Network string      `json:"network,omitempty"`
@@ -254,6 +255,11 @@ func (r *Report) print(w io.Writer) {
 		}
 	}
 
+	if len(r.Join) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "The worker's join: a Server (claim and completion ride asynq's dequeue and acknowledgement) against asynq's server with the Middleware (calls of their own):")
+		printJoins(w, r.Join)
+	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "\n4. Redis memory per remembered job (MEMORY USAGE of all %d keys left by %d jobs per side; %d B payload, %d B result kept)\n",
 			m.Sampled, m.Tasks, m.PayloadBytes, m.ResultBytes)

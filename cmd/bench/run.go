@@ -32,7 +32,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		twoConc  = fs.String("two-conc", "50", "concurrency of each of the two worker subprocesses (empty: skip)")
 		gs       = fs.String("goroutines", "1,8,32", "enqueue concurrencies")
 		dupG     = fs.String("dup-goroutines", "1,8", "goroutines for the duplicate-vs-insert cost")
-		phases   = fs.String("phases", "process,e2e,enqueue,duplicate,memory", "which parts to run")
+		phases   = fs.String("phases", "process,e2e,enqueue,duplicate,memory", "which parts to run (also: join, the worker with its join and without)")
+		delay    = fs.Duration("delay", 200*time.Microsecond, "join phase: also through a loopback proxy holding each chunk this long, either way (0: loopback only)")
 		verbose  = fs.Bool("v", true, "print a progress line per measurement to stderr")
 		mdPath   = fs.String("markdown", "", "also write the README's tables as Markdown to this file (- for stdout)")
 		from     = fs.String("from", "", "measure nothing: report a run saved with -json")
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	cfg.Phases = map[string]bool{}
 	for p := range strings.SplitSeq(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "process", "e2e", "enqueue", "duplicate", "memory":
+		case "process", "e2e", "enqueue", "duplicate", "memory", "join":
 			cfg.Phases[p] = true
 		case "":
 		default:
@@ -169,6 +170,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		rep.Groups = append(rep.Groups, gs...)
+	}
+	if cfg.Phases["join"] {
+		if rep.Join, err = b.joins(ctx, *delay); err != nil {
+			return nil, fmt.Errorf("join: %w", err)
+		}
 	}
 	if cfg.Phases["memory"] {
 		m, err := b.memory(ctx)
