@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // roundTrips counts what a client sends: one per command, one per pipeline.
@@ -33,7 +34,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	rdb := redistest.Client(b)
 	rt := &roundTrips{}
 	rdb.AddHook(rt)
-	s, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	s, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

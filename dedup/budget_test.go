@@ -5,15 +5,26 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// The library's API stays small: at most 81 exported declarations (types,
-// functions, constants, variables, and methods of exported types), each
-// with a doc comment. A new name pays for itself by removing another.
+// The library's API stays small: go doc -short lists at most 45
+// declarations (what an application uses; what only a Store implementer
+// needs is in package storage), and every exported name, methods and
+// constants included, has a doc comment. A new one pays for itself by
+// removing another.
 func TestExportedBudget(t *testing.T) {
+	out, err := exec.Command("go", "doc", "-short", ".").Output()
+	if err != nil {
+		t.Fatalf("go doc -short: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) > 45 {
+		t.Errorf("go doc -short lists %d declarations, over the budget of 45:\n%s", len(lines), out)
+	}
 	fset := token.NewFileSet()
 	var files []*ast.File
 	entries, err := os.ReadDir(".")
@@ -62,9 +73,7 @@ func TestExportedBudget(t *testing.T) {
 			}
 		}
 	}
-	if len(names) > 81 {
-		t.Fatalf("package dedup exports %d names, over its budget of 81: %v", len(names), names)
-	}
+	t.Logf("go doc -short: %d declarations; %d exported names in all", len(lines), len(names))
 }
 
 func exportedRecv(e ast.Expr) bool {

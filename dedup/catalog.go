@@ -73,7 +73,7 @@ type Spec[P any] struct {
 	// task as it completes (asynq's default), and the idempotency record
 	// alone answers repeats, read in the insert's own step. The task is
 	// kept regardless where the Producer cannot read the record there (Redis
-	// Cluster, a Store other than a RedisStore on its client), and for a
+	// Cluster, a Store other than the Redis one on its client), and for a
 	// key's second or later incarnation, whose history is in its headers.
 	// Default: false.
 	WriteResult bool

@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The engine on a real Redis Cluster: every Lua call touches one slot (the
@@ -27,9 +28,9 @@ func TestRedisCluster(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t)})
 	t.Cleanup(func() { rdb.Close() })
-	s, _ := newStore(t, rdb, dedup.StoreOptions{})
+	s, _ := newStore(t, rdb, storage.Options{})
 
-	var holds []dedup.Hold
+	var holds []storage.Hold
 	for i := range 50 { // 50 keys land on all three masters
 		k := mustKey(t, "email:send", fmt.Sprintf("cluster-%d", i))
 		c := mustClaim(t, s, k, "fp", time.Minute, dedup.Acquired)
@@ -49,8 +50,8 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatalf("duplicate result %q", c.Result)
 		}
 	}
-	stale := dedup.Hold{Key: holds[0].Key, Token: holds[0].Token - 1}
-	if err := s.Complete(ctx, stale, nil, 0); !errors.Is(err, dedup.ErrLeaseLost) {
+	stale := storage.Hold{Key: holds[0].Key, Token: holds[0].Token - 1}
+	if err := s.Complete(ctx, stale, nil, 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("stale token on cluster: %v", err)
 	}
 	w := mustKey(t, "file_scan", "file-123")

@@ -9,13 +9,14 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The middleware completes each type with its TypeOptions.DoneTTL.
 func TestMiddlewarePerTypeDoneTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.WithTypes(dedup.MiddlewareOptions{}, map[string]dedup.TypeOptions{
 		"scan:file": {DoneTTL: 30 * time.Second},
 	}))

@@ -7,6 +7,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // enqueueGuard checks and takes, in the same step as asynq's insert of one
@@ -37,13 +38,13 @@ type enqueueGuard struct {
 // throttle is the rule window that refused a guarded insert.
 type throttle struct {
 	rule int // index in the job's rules
-	Reservation
+	storage.Reservation
 }
 
 // refusal is what a refused insert found, read in the same step.
 type refusal struct {
 	Task   *asynq.TaskInfo // nil: no task holds the key
-	Record Record          // StatusUnknown: none
+	Record storage.Record  // StatusUnknown: none
 }
 
 // guardEnqueue returns a ctx for one insert of the job keyed k with
@@ -82,12 +83,12 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 func (g *enqueueGuard) Result(_ asynqwire.Insert, r asynqwire.InsertResult) {
 	g.Ran, g.Taken = true, r.Taken
 	if i := r.Throttled - 1; i >= 0 && i < len(g.rules) {
-		g.Throttled = &throttle{rule: i, Reservation: Reservation{Holder: r.Holder, RetryAfter: r.RetryAfter}}
+		g.Throttled = &throttle{rule: i, Reservation: storage.Reservation{Holder: r.Holder, RetryAfter: r.RetryAfter}}
 	}
 	if !r.Found {
 		return
 	}
-	f := &refusal{Task: r.Task, Record: Record{Key: g.key, State: StatusUnknown}}
+	f := &refusal{Task: r.Task, Record: storage.Record{Key: g.key, State: StatusUnknown}}
 	if r.Record != "" {
 		rec, err := recordOf(g.key, r.Record, r.RecordTTL)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The guard recognises the scripts go.mod's asynq sends for an enqueue and
@@ -85,7 +86,7 @@ func TestEnqueueRefusalDescribesHolder(t *testing.T) {
 	rdb := redistest.Client(t)
 	client := asynq.NewClientFromRedisClient(dedup.GuardEnqueues(rdb))
 	insp := asynq.NewInspectorFromRedisClient(rdb)
-	store, _ := newStore(t, rdb, dedup.StoreOptions{})
+	store, _ := newStore(t, rdb, storage.Options{})
 	for i, setup := range []func(k dedup.Key) []asynq.Option{
 		func(dedup.Key) []asynq.Option { return nil },
 		func(dedup.Key) []asynq.Option { return []asynq.Option{asynq.ProcessIn(time.Hour)} },
@@ -192,7 +193,7 @@ func TestRulesInTheInsertsStep(t *testing.T) {
 	calls := &commandCount{}
 	rdb.AddHook(calls)
 	var events []dedup.Event
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{Observer: func(_ context.Context, e dedup.Event) { events = append(events, e) }})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{Observer: func(_ context.Context, e dedup.Event) { events = append(events, e) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,14 +292,14 @@ func TestCompletedTaskKeptOnlyWhereNeeded(t *testing.T) {
 	}
 	plain := dedup.Define(dedup.Spec[note]{Type: "keep:plain", ID: func(n note) string { return n.ID }})
 	shown := dedup.Define(dedup.Spec[note]{Type: "keep:shown", ID: func(n note) string { return n.ID }, WriteResult: true})
-	memory, err := oncetest.NewStore(dedup.StoreOptions{})
+	memory, err := oncetest.NewStore(storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	for _, c := range []struct {
 		name  string
-		store dedup.Store
+		store storage.Store
 		job   dedup.Job
 		want  time.Duration
 	}{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Wrap puts a plain asynq handler of your own inside the idempotency record.
@@ -19,7 +20,7 @@ import (
 func ExampleMiddleware_Wrap() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	store, _ := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, _ := dedup.NewRedisStore(rdb, storage.Options{})
 	mw, _ := dedup.NewMiddleware(store, dedup.MiddlewareOptions{})
 	defer mw.Shutdown(context.Background())
 

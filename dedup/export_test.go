@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Internals the external tests of this package exercise, under the names
@@ -18,7 +19,7 @@ const (
 	HeaderFingerprint = headerFingerprint
 	HeaderIncarnation = headerIncarnation
 	MaxDepth          = maxDepth
-	MaxIDLen          = maxIDLen
+	MaxIDLen          = storage.MaxIDLen
 )
 
 var (
@@ -32,7 +33,7 @@ var (
 	ErrBadIncarnation = errBadIncarnation
 	ErrBadPayload     = errBadPayload
 	ErrInProgress     = errInProgress
-	ErrInvalidKey     = errInvalidKey
+	ErrInvalidKey     = storage.ErrInvalidKey
 	ErrMismatch       = ErrConflict
 )
 
@@ -68,7 +69,7 @@ func IncarnationFromContext(ctx context.Context) (int, bool) {
 
 // WithKey is a run of k's first incarnation.
 func WithKey(ctx context.Context, k Key) context.Context {
-	return withRun(ctx, Run{Key: k, Incarnation: 1, Attempt: 1, Downstream: k.downstream(1)})
+	return withRun(ctx, Run{Key: k, Incarnation: 1, Attempt: 1, Downstream: downstream(k, 1)})
 }
 
 // Canonical returns the canonical JSON of a JSON document (see canon).
@@ -92,7 +93,7 @@ func Hash(data []byte, volatile ...string) (string, error) {
 }
 
 // Downstream is k's downstream key for incarnation n.
-func Downstream(k Key, n int) string { return k.downstream(n) }
+func Downstream(k Key, n int) string { return downstream(k, n) }
 
 // BootOwner names this process, as the middleware's deliveries do.
 var BootOwner = bootOwner

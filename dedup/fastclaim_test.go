@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // sent records the commands a client sends, one entry per round trip.
@@ -61,7 +62,7 @@ func TestFirstClaimIsOneSet(t *testing.T) {
 	rdb := redistest.Client(t)
 	var log sent
 	rdb.AddHook(&log)
-	s, _ := newStore(t, rdb, dedup.StoreOptions{})
+	s, _ := newStore(t, rdb, storage.Options{})
 	k, warm := mustKey(t, "email:send", "fast-1"), mustKey(t, "email:send", "warm")
 	// Load the scripts (the first EVALSHA of each is answered NOSCRIPT).
 	w := mustClaim(t, s, warm, "", time.Minute, dedup.Acquired)

@@ -37,14 +37,14 @@ func parseIncarnation(h map[string]string) (int, error) {
 	return n, nil
 }
 
-// Downstream is the key handlers pass downstream (a gateway's
+// downstream is the key handlers pass downstream (a gateway's
 // Idempotency-Key, a Message-ID) for incarnation n of k: k.String() for the
 // first, "namespace/id#n" from the second on, so a new incarnation is a new
 // request to the downstream and not a replay of the one that failed for
 // good (payment:charge/pmt-1#2). Retries within one incarnation share it.
 // An id that itself contains '#' always carries its incarnation
 // ("ns/a#2#1"), so no other key and incarnation can spell the same string.
-func (k Key) downstream(n int) string {
+func downstream(k Key, n int) string {
 	if n <= 1 && !strings.Contains(k.ID, "#") {
 		return k.String()
 	}

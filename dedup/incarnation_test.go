@@ -10,6 +10,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 func TestIncarnation(t *testing.T) {
@@ -60,7 +61,7 @@ func TestKeyDownstream(t *testing.T) {
 func TestMiddlewareIncarnation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	rec := &oncetest.Recorder{}
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{Observer: rec.Observe})
 	type seen struct {
@@ -112,7 +113,7 @@ func TestMiddlewareIncarnation(t *testing.T) {
 func TestMiddlewareNewIncarnationAfterFailure(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{})
 	var keys []string
 	fail := errors.New("declined")

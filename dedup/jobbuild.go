@@ -8,6 +8,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // ErrInvalid is wrapped by every constructor and handler error caused by a
@@ -69,7 +71,7 @@ func newJob(typ string, payload, fpOf any, explicit, queue, scope string) (Job, 
 // constructors set none.
 func leanTask(j Job, holder string) *asynq.Task {
 	h := j.Task.Headers()
-	if k, err := parseKeyString(holder); err != nil || k != j.Key || k.Namespace != j.Task.Type() || h[headerKey] != holder {
+	if k, err := storage.ParseKey(holder); err != nil || k != j.Key || k.Namespace != j.Task.Type() || h[headerKey] != holder {
 		return j.Task
 	}
 	lean := make(map[string]string, len(h))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // ackJoins are asynq's acknowledgements, each behind the completion.
@@ -38,7 +39,7 @@ const (
 // process. Entries are keyed by queue and task id and live for seconds.
 type joiner struct {
 	m        *Middleware
-	store    *RedisStore
+	store    *redisStore
 	dequeues bool           // run the joined dequeue; tests turn it off
 	acks     asynqwire.Acks // the joined acknowledgements; tests empty it
 	off      atomic.Bool
@@ -55,17 +56,17 @@ type joiner struct {
 type joinedClaim struct {
 	rec, fp  string // the record key and fingerprint the producer wrote
 	acquired bool
-	hold     Hold   // acquired; Key still empty
-	old      string // not acquired: the record found
+	hold     storage.Hold // acquired; Key still empty
+	old      string       // not acquired: the record found
 	at       time.Time
 }
 
 // held is the hold an acquired claim gives, its key read back from the
 // record key; false when the dequeue acquired nothing.
-func (c joinedClaim) held() (Hold, bool) {
+func (c joinedClaim) held() (storage.Hold, bool) {
 	k, err := keyOfRecord(c.rec)
 	if !c.acquired || err != nil {
-		return Hold{}, false
+		return storage.Hold{}, false
 	}
 	h := c.hold
 	h.Key = k
@@ -73,7 +74,7 @@ func (c joinedClaim) held() (Hold, bool) {
 }
 
 type parked struct {
-	h      Hold
+	h      storage.Hold
 	result []byte
 	ttl    time.Duration
 	sink   *resultSink
@@ -82,8 +83,8 @@ type parked struct {
 
 // joining returns the client to give asynq for a Server on rdb and store,
 // and wires m to it; rdb itself when the join cannot apply.
-func joining(rdb redis.UniversalClient, store Store, m *Middleware) redis.UniversalClient {
-	s, ok := store.(*RedisStore)
+func joining(rdb redis.UniversalClient, store storage.Store, m *Middleware) redis.UniversalClient {
+	s, ok := store.(*redisStore)
 	if !ok || s.rdb != rdb {
 		return rdb // another store: nothing of it rides asynq's scripts
 	}
@@ -151,7 +152,7 @@ func (j *joiner) dequeue(ctx context.Context, queue, sha string, keys []string, 
 	if d.Record != "" {
 		jc := joinedClaim{rec: d.Record, at: c.Now, acquired: d.Claimed}
 		if d.Claimed {
-			jc.fp, jc.hold = d.Found, Hold{Token: c.Token, Owner: bootOwner + "/" + strings.ReplaceAll(d.ID, "|", "_")}
+			jc.fp, jc.hold = d.Found, storage.Hold{Token: c.Token, Owner: bootOwner + "/" + strings.ReplaceAll(d.ID, "|", "_")}
 		} else {
 			jc.old = d.Found
 		}
@@ -166,14 +167,14 @@ func (j *joiner) dequeue(ctx context.Context, queue, sha string, keys []string, 
 // claimed answers the delivery in ctx of key k from the claim its dequeue
 // made; false when there is none, or it does not settle the delivery (a
 // running or failed record): the middleware claims itself then.
-func (j *joiner) claimed(ctx context.Context, k Key, fp string) (Claim, bool) {
+func (j *joiner) claimed(ctx context.Context, k Key, fp string) (storage.Claim, bool) {
 	if j == nil {
-		return Claim{}, false
+		return storage.Claim{}, false
 	}
 	q, _ := asynq.GetQueueName(ctx)
 	id, ok := asynq.GetTaskID(ctx)
 	if !ok {
-		return Claim{}, false
+		return storage.Claim{}, false
 	}
 	name := taskName(q, id)
 	j.mu.Lock()
@@ -181,7 +182,7 @@ func (j *joiner) claimed(ctx context.Context, k Key, fp string) (Claim, bool) {
 	delete(j.claims, name)
 	j.mu.Unlock()
 	if !ok {
-		return Claim{}, false
+		return storage.Claim{}, false
 	}
 	h := c.hold
 	h.Key = k
@@ -190,16 +191,16 @@ func (j *joiner) claimed(ctx context.Context, k Key, fp string) (Claim, bool) {
 		if c.acquired && same {
 			_ = j.store.Release(ctx, h, "keyed otherwise by the worker")
 		}
-		return Claim{}, false
+		return storage.Claim{}, false
 	}
 	if c.acquired {
-		cl := Claim{Outcome: Acquired, Hold: h, Attempt: 1, LeaseUntil: c.at.Add(j.m.opts.Lease)}
+		cl := storage.Claim{Outcome: Acquired, Hold: h, Attempt: 1, LeaseUntil: c.at.Add(j.m.opts.Lease)}
 		j.store.report(ctx, k, cl)
 		return cl, true
 	}
 	cl, err := j.store.decide(k, fp, c.old, -1)
 	if err != nil || (cl.Outcome != Duplicate && cl.Outcome != Conflict) {
-		return Claim{}, false
+		return storage.Claim{}, false
 	}
 	j.store.report(ctx, k, cl)
 	return cl, true
@@ -207,7 +208,7 @@ func (j *joiner) claimed(ctx context.Context, k Key, fp string) (Claim, bool) {
 
 // park hands the completion of the run of h to asynq's acknowledgement of
 // the task in ctx; false when it must be recorded now.
-func (j *joiner) park(ctx context.Context, h Hold, result []byte, ttl time.Duration, sink *resultSink) bool {
+func (j *joiner) park(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration, sink *resultSink) bool {
 	if j == nil || j.off.Load() || len(result) > j.store.opts.MaxResultBytes {
 		return false
 	}
@@ -220,7 +221,7 @@ func (j *joiner) park(ctx context.Context, h Hold, result []byte, ttl time.Durat
 	return true
 }
 
-func (j *joiner) parkAs(name taskRef, h Hold, result []byte, ttl time.Duration, sink *resultSink) {
+func (j *joiner) parkAs(name taskRef, h storage.Hold, result []byte, ttl time.Duration, sink *resultSink) {
 	j.mu.Lock()
 	old := j.parked[name]
 	j.parked[name] = &parked{h: h, result: result, ttl: ttl, sink: sink, at: time.Now()}
@@ -332,7 +333,7 @@ func (j *joiner) sweep() {
 // claims made before claimedBy, each in the background.
 func (j *joiner) expire(parkedBy, claimedBy time.Time) {
 	var ps []*parked
-	var cs []Hold
+	var cs []storage.Hold
 	j.mu.Lock()
 	for name, p := range j.parked {
 		if p.at.Before(parkedBy) {
@@ -381,7 +382,7 @@ func (j *joiner) shutdown(ctx context.Context) error {
 	for _, p := range ps {
 		err := j.m.complete(ctx, p.h, p.result, p.ttl)
 		j.record(p, err)
-		if err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 			errs = append(errs, err)
 		}
 	}
@@ -390,7 +391,7 @@ func (j *joiner) shutdown(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if err := j.store.Release(ctx, h, "dequeued, never delivered"); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := j.store.Release(ctx, h, "dequeued, never delivered"); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 			errs = append(errs, err)
 		}
 	}

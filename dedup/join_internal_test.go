@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // What the join holds for asynq does not outlive it: a completion no
@@ -40,7 +41,7 @@ func TestJoinExpires(t *testing.T) {
 	}
 	j.mu.Lock()
 	j.claims[taskName("q", "undelivered")] = joinedClaim{rec: recordKey(lost), acquired: true,
-		hold: Hold{Token: c2.Hold.Token, Owner: c2.Hold.Owner}, at: time.Now()}
+		hold: storage.Hold{Token: c2.Hold.Token, Owner: c2.Hold.Owner}, at: time.Now()}
 	j.mu.Unlock()
 
 	j.expire(time.Now().Add(time.Second), time.Now().Add(time.Second))
@@ -76,10 +77,10 @@ func TestJoinExpires(t *testing.T) {
 
 // joined is a middleware on a RedisStore of a fresh database, joined to
 // the client it gives asynq; it shuts down with the test.
-func joined(t *testing.T) (*RedisStore, *Middleware, joiningClient) {
+func joined(t *testing.T) (*redisStore, *Middleware, joiningClient) {
 	t.Helper()
 	rdb := redistest.Client(t)
-	store, err := NewRedisStore(rdb, StoreOptions{})
+	store, err := newRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestJoinedAckReplies(t *testing.T) {
 		wantRunErr error
 	}{
 		{name: "ok", wantDone: true, wantAsynq: "OK"},
-		{name: "stale", stale: true, wantAsynq: "OK", wantRunErr: ErrLeaseLost},
+		{name: "stale", stale: true, wantAsynq: "OK", wantRunErr: storage.ErrLeaseLost},
 		{name: "task gone", taskGone: true, wantDone: true, wantAsynq: "NOT FOUND"},
 	} {
 		k := Key{Namespace: "join:ack", ID: strings.ReplaceAll(tc.name, " ", "-")}

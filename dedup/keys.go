@@ -3,6 +3,8 @@ package dedup
 import (
 	"fmt"
 	"strings"
+
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Every Redis key onceq's engine writes is built here. The hash tag {ns/id}
@@ -30,5 +32,5 @@ func keyOfRecord(rec string) (Key, error) {
 	if !ok || !ok2 {
 		return Key{}, fmt.Errorf("onceq: %q is not a record key", rec)
 	}
-	return parseKeyString(s)
+	return storage.ParseKey(s)
 }

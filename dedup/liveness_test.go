@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // refusals make a real Redis answer reads and refuse writes, each as it
@@ -54,7 +55,7 @@ func TestRecoverIsRefusedWholeWhileRedisRefusesWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t).Client(t)
-	store, err := NewRedisStore(rdb, StoreOptions{})
+	store, err := NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

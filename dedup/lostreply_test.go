@@ -17,6 +17,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // replyDropper is a loopback proxy to Redis that can swallow replies while
@@ -93,8 +94,8 @@ func TestLostClaimReplyRetakenBySameDelivery(t *testing.T) {
 	proxy := newReplyDropper(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	s, _ := newStore(t, rdb, dedup.StoreOptions{})
-	direct, _ := newStore(t, srv.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, rdb, storage.Options{})
+	direct, _ := newStore(t, srv.Client(t), storage.Options{})
 	k := mustKey(t, "payment:charge", "lost-reply")
 	mine := "boot-1/task-7"
 
@@ -110,7 +111,7 @@ func TestLostClaimReplyRetakenBySameDelivery(t *testing.T) {
 	if err != nil || r.State != dedup.StatusRunning || r.Owner != "boot-1/task-7" {
 		t.Fatalf("Redis should have run the lost claim: %+v %v", r, err)
 	}
-	lost := dedup.Hold{Key: k, Token: r.Token, Owner: r.Owner}
+	lost := storage.Hold{Key: k, Token: r.Token, Owner: r.Owner}
 
 	start := time.Now()
 	other, err := s.Claim(ctx, k, "fp", time.Minute, "boot-2/task-7")
@@ -176,7 +177,7 @@ func TestMiddlewareRetakesLostClaim(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy, rdb := droppingClient(t, srv)
 	rdb.AddHook(&dropFirstClaimReply{proxy: proxy})
-	s, rec := newStore(t, rdb, dedup.StoreOptions{})
+	s, rec := newStore(t, rdb, storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{Lease: time.Minute})
 
 	var e effect
@@ -250,7 +251,7 @@ func TestLostCompletionReplyIsNoLeaseLost(t *testing.T) {
 	proxy, rdb := droppingClient(t, srv)
 	drop := &dropArmedReply{proxy: proxy, match: func(c redis.Cmder) bool { return c.Name() == "evalsha" }}
 	rdb.AddHook(drop)
-	s, rec := newStore(t, rdb, dedup.StoreOptions{})
+	s, rec := newStore(t, rdb, storage.Options{})
 	// Redis knows the completion's script from here: a lost EVALSHA reply
 	// is then a write, not a NOSCRIPT that ran nothing.
 	warm := mustClaim(t, s, dedup.Key{Namespace: "payment:charge", ID: "warm"}, "", time.Minute, dedup.Acquired)
@@ -302,7 +303,7 @@ func TestLostJoinedAckReplyIsNoLeaseLost(t *testing.T) {
 	}}
 	wrdb.AddHook(drop)
 	kind, catalog := noteKind(t, false)
-	store, rec := newStore(t, wrdb, dedup.StoreOptions{})
+	store, rec := newStore(t, wrdb, storage.Options{})
 	w, err := dedup.NewServer(wrdb, store, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel},
 		dedup.MiddlewareOptions{Catalog: catalog})
 	if err != nil {

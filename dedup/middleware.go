@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Task headers the producer sets so workers need not re-hash payloads.
@@ -81,23 +83,23 @@ type MiddlewareOptions struct {
 
 // Middleware runs asynq handlers inside the idempotency record.
 type Middleware struct {
-	store Store
+	store storage.Store
 	opts  MiddlewareOptions
 	types map[string]typeOptions
 
 	mu        sync.Mutex
-	active    map[Hold]context.CancelCauseFunc
-	keys      map[Key]int   // claims being made or held by this process, per key
-	finishing map[Hold]bool // handler done, its run records the end: Shutdown leaves it
-	cut       map[Hold]bool // released by Shutdown: the run records nothing more
-	join      *joiner       // a Server's: claims and completions ride asynq's scripts (join.go); nil: none
+	active    map[storage.Hold]context.CancelCauseFunc
+	keys      map[Key]int           // claims being made or held by this process, per key
+	finishing map[storage.Hold]bool // handler done, its run records the end: Shutdown leaves it
+	cut       map[storage.Hold]bool // released by Shutdown: the run records nothing more
+	join      *joiner               // a Server's: claims and completions ride asynq's scripts (join.go); nil: none
 	stop      chan struct{}
 	done      chan struct{}
 }
 
 // NewMiddleware starts the heartbeat loop; call Shutdown after the asynq
 // server has shut down.
-func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
+func NewMiddleware(store storage.Store, opts MiddlewareOptions) (*Middleware, error) {
 	if opts.Lease == 0 {
 		opts.Lease = 60 * time.Second
 	}
@@ -122,8 +124,8 @@ func NewMiddleware(store Store, opts MiddlewareOptions) (*Middleware, error) {
 			return nil, fmt.Errorf("onceq: type %q: done TTL %v must be 0 (the store's) or at least 1ms", typ, o.DoneTTL)
 		}
 	}
-	m := &Middleware{store: store, opts: opts, types: types, active: map[Hold]context.CancelCauseFunc{},
-		keys: map[Key]int{}, finishing: map[Hold]bool{}, cut: map[Hold]bool{},
+	m := &Middleware{store: store, opts: opts, types: types, active: map[storage.Hold]context.CancelCauseFunc{},
+		keys: map[Key]int{}, finishing: map[storage.Hold]bool{}, cut: map[storage.Hold]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go m.heartbeat()
 	return m, nil
@@ -190,7 +192,7 @@ func (m *Middleware) deliver(ctx context.Context, t *asynq.Task, next asynq.Hand
 // without a delivery: a redelivery overlapping a live run must see InProgress,
 // not take the run over. A successful claim stays counted in m.keys until
 // its hold is untracked.
-func (m *Middleware) claim(ctx context.Context, k Key, fp string) (Claim, error) {
+func (m *Middleware) claim(ctx context.Context, k Key, fp string) (storage.Claim, error) {
 	m.mu.Lock()
 	busy := m.keys[k] > 0
 	m.keys[k]++
@@ -223,7 +225,7 @@ func (m *Middleware) dropKey(k Key) {
 	}
 }
 
-func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptions, next asynq.Handler) (err error) {
+func (m *Middleware) run(ctx context.Context, h storage.Hold, t *asynq.Task, o typeOptions, next asynq.Handler) (err error) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hctx, sink := withResultSink(hctx)
@@ -258,7 +260,7 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 		// release or completion now could only be refused, or fail on a
 		// Redis the daemon has closed.
 		if err == nil {
-			err = fmt.Errorf("%w: finished after it: %w", errShutdown, ErrLeaseLost)
+			err = fmt.Errorf("%w: finished after it: %w", errShutdown, storage.ErrLeaseLost)
 			sink.done(err)
 		}
 		return err
@@ -266,7 +268,7 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 	if err != nil {
 		bg, stop := after()
 		defer stop()
-		if rerr := m.store.Release(bg, h, err.Error()); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		if rerr := m.store.Release(bg, h, err.Error()); rerr != nil && !errors.Is(rerr, storage.ErrLeaseLost) {
 			return errors.Join(err, rerr)
 		}
 		return err
@@ -284,7 +286,7 @@ func (m *Middleware) run(ctx context.Context, h Hold, t *asynq.Task, o typeOptio
 	err = m.complete(bg, h, result, o.DoneTTL)
 	sink.done(err)
 	if err != nil {
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, storage.ErrLeaseLost) {
 			return nil // another worker took the key over; it decides
 		}
 		return err
@@ -306,17 +308,17 @@ func (m *Middleware) writeResult(t *asynq.Task, o typeOptions, result []byte) {
 // trying while ctx (the lease) lasts: the hold stays tracked, the heartbeat
 // keeps extending it, and the token fences out anything that comes later.
 // ttl is the type's done TTL (0: the store's).
-func (m *Middleware) complete(ctx context.Context, h Hold, result []byte, ttl time.Duration) error {
+func (m *Middleware) complete(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && m.recorded(ctx, h) {
 			return nil
 		}
 		err := m.store.Complete(ctx, h, result, ttl)
-		if errors.Is(err, ErrResultTooLarge) {
+		if errors.Is(err, storage.ErrResultTooLarge) {
 			note := fmt.Appendf(nil, `{"onceq_error":"result of %d bytes not stored"}`, len(result))
 			return m.store.Complete(ctx, h, note, ttl)
 		}
-		if err == nil || errors.Is(err, ErrLeaseLost) {
+		if err == nil || errors.Is(err, storage.ErrLeaseLost) {
 			return err
 		}
 		select {
@@ -330,7 +332,7 @@ func (m *Middleware) complete(ctx context.Context, h Hold, result []byte, ttl ti
 // recorded reports whether the run of h is recorded done already: a retry
 // after a Redis error finds the earlier try written, its reply lost, and
 // asking again would only be answered "lease lost".
-func (m *Middleware) recorded(ctx context.Context, h Hold) bool {
+func (m *Middleware) recorded(ctx context.Context, h storage.Hold) bool {
 	rec, err := m.store.Status(ctx, h.Key)
 	return err == nil && rec.State == StatusDone && rec.Token == h.Token && rec.Owner == h.Owner
 }
@@ -338,7 +340,7 @@ func (m *Middleware) recorded(ctx context.Context, h Hold) bool {
 // settle reports whether the run of h, whose handler returned, records its
 // own end (and keeps Shutdown from releasing h from now on: an effect that
 // happened is never released); false once Shutdown has released h.
-func (m *Middleware) settle(h Hold) bool {
+func (m *Middleware) settle(h storage.Hold) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.cut[h] {
@@ -348,13 +350,13 @@ func (m *Middleware) settle(h Hold) bool {
 	return true
 }
 
-func (m *Middleware) track(h Hold, cancel context.CancelCauseFunc) {
+func (m *Middleware) track(h storage.Hold, cancel context.CancelCauseFunc) {
 	m.mu.Lock()
 	m.active[h] = cancel
 	m.mu.Unlock()
 }
 
-func (m *Middleware) untrack(h Hold) {
+func (m *Middleware) untrack(h storage.Hold) {
 	m.mu.Lock()
 	if _, ok := m.active[h]; ok {
 		delete(m.active, h)
@@ -376,7 +378,7 @@ func (m *Middleware) heartbeat() {
 		case <-tick.C:
 		}
 		m.mu.Lock()
-		holds := make([]Hold, 0, len(m.active))
+		holds := make([]storage.Hold, 0, len(m.active))
 		for h := range m.active {
 			holds = append(holds, h)
 		}
@@ -388,7 +390,7 @@ func (m *Middleware) heartbeat() {
 		errs := m.store.Extend(ctx, m.opts.Lease, holds...)
 		cancel()
 		for i, err := range errs {
-			if errors.Is(err, ErrLeaseLost) {
+			if errors.Is(err, storage.ErrLeaseLost) {
 				m.mu.Lock()
 				if c, ok := m.active[holds[i]]; ok {
 					c(err) // the handler should stop: its completion will be refused
@@ -412,7 +414,7 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 	<-m.done
 	jerr := m.join.shutdown(ctx) // what asynq did not acknowledge is recorded
 	m.mu.Lock()
-	cut := make(map[Hold]context.CancelCauseFunc, len(m.active))
+	cut := make(map[storage.Hold]context.CancelCauseFunc, len(m.active))
 	for h, c := range m.active {
 		if !m.finishing[h] { // a finished run records its own end
 			cut[h] = c
@@ -422,7 +424,7 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 	m.mu.Unlock()
 	errs := []error{jerr}
 	for h, c := range cut {
-		if err := m.store.Release(ctx, h, "cut off by shutdown"); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := m.store.Release(ctx, h, "cut off by shutdown"); err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 			errs = append(errs, err)
 		}
 		c(errShutdown)

@@ -14,9 +14,10 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
-func newMiddleware(t *testing.T, s dedup.Store, opts dedup.MiddlewareOptions) *dedup.Middleware {
+func newMiddleware(t *testing.T, s storage.Store, opts dedup.MiddlewareOptions) *dedup.Middleware {
 	t.Helper()
 	m, err := dedup.NewMiddleware(s, opts)
 	if err != nil {
@@ -43,7 +44,7 @@ func (e *effect) handler(result string) asynq.Handler {
 func TestMiddlewareRunsOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, rec := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, rec := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.WithTypes(dedup.MiddlewareOptions{}, map[string]dedup.TypeOptions{
 		"email:send": {Volatile: []string{"attempt"}},
 	}))
@@ -72,7 +73,7 @@ func TestMiddlewareRunsOnce(t *testing.T) {
 func TestMiddlewareHeaderKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{})
 	var e effect
 	h := m.Wrap(e.handler("ok"))
@@ -101,7 +102,7 @@ func TestMiddlewareHeaderKey(t *testing.T) {
 
 func TestMiddlewareBadPayloadSkipsRetry(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{})
 	var e effect
 	err := m.Wrap(e.handler("")).ProcessTask(context.Background(), asynq.NewTask("scan:file", []byte(`{"path":`)))
@@ -113,7 +114,7 @@ func TestMiddlewareBadPayloadSkipsRetry(t *testing.T) {
 func TestMiddlewareReleasesOnErrorAndPanic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{})
 	task := asynq.NewTask("payment:charge", []byte(`{"id":"pmt-9"}`))
 	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-9"}
@@ -149,7 +150,7 @@ func TestMiddlewareReleasesOnErrorAndPanic(t *testing.T) {
 func TestMiddlewareInProgress(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{})
 	k := dedup.Key{Namespace: "scan:file", ID: "f-1"}
 	other := mustClaim(t, s, k, "", time.Minute, dedup.Acquired) // another worker
@@ -178,7 +179,7 @@ func TestMiddlewareInProgress(t *testing.T) {
 func TestMiddlewareHeartbeatAndLeaseLoss(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, rec := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, rec := newStore(t, redistest.Client(t), storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{Lease: 150 * time.Millisecond, Heartbeat: 30 * time.Millisecond})
 	k := dedup.Key{Namespace: "scan:file", ID: "long"}
 
@@ -204,7 +205,7 @@ func TestMiddlewareHeartbeatAndLeaseLoss(t *testing.T) {
 	winner := mustClaim(t, s, k, "", time.Minute, dedup.Acquired)
 	waitFor(t, func() bool { return rec.Count("lease_lost") > 0 })
 	close(proceed)
-	if c := <-cause; !errors.Is(c, dedup.ErrLeaseLost) {
+	if c := <-cause; !errors.Is(c, storage.ErrLeaseLost) {
 		t.Fatalf("stale handler's context cause %v, want ErrLeaseLost", c)
 	}
 	if err := <-handlerErr; err != nil {
@@ -221,7 +222,7 @@ func TestMiddlewareHeartbeatAndLeaseLoss(t *testing.T) {
 func TestMiddlewareShutdownReleasesCutOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	m, err := dedup.NewMiddleware(s, dedup.MiddlewareOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +256,7 @@ func TestMiddlewareCutOffHandlerReturnsQuietly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t).Client(t)
-	s, rec := newStore(t, rdb, dedup.StoreOptions{})
+	s, rec := newStore(t, rdb, storage.Options{})
 	m, err := dedup.NewMiddleware(s, dedup.MiddlewareOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +300,7 @@ func TestMiddlewareCutOffHandlerReturnsQuietly(t *testing.T) {
 func TestServerCutOffHandlerReturnsQuietly(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
-	s, rec := newStore(t, rdb, dedup.StoreOptions{})
+	s, rec := newStore(t, rdb, storage.Options{})
 	ended := make(chan struct{})
 	srv, err := dedup.NewServer(rdb, s, asynq.Config{Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond},
 		dedup.MiddlewareOptions{
@@ -345,7 +346,7 @@ func TestMiddlewareCompletesThroughRedisOutage(t *testing.T) {
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
-	s, _ := newStore(t, rdb, dedup.StoreOptions{})
+	s, _ := newStore(t, rdb, storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{Lease: 30 * time.Second})
 	restarted := make(chan error, 1)
 	h := asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {

@@ -1,8 +1,6 @@
 package dedup
 
 import (
-	"context"
-
 	"github.com/onceq/onceq/dedup/internal/storerule"
 )
 
@@ -43,25 +41,3 @@ const (
 	// recoverer on Redis Cluster): said once, at start-up.
 	outcomeOff = "off"
 )
-
-// Event is one deduplication decision, handed to the Observer.
-type Event struct {
-	// Op is the operation: claim, extend, complete, release, reserve,
-	// enqueue, recover, join or liveness (a worker's write of its
-	// liveness key).
-	Op  string
-	Key Key
-	// Outcome is what it decided: claimed, duplicate, in_progress,
-	// mismatch (a done key claimed with other content), completed,
-	// released, extended, lease_lost, reserved, enqueued, throttled,
-	// conflict (a key enqueued again with other content), bad_payload,
-	// orphaned or lease_expired (a dead worker's task recovered), off (a
-	// part that cannot run in this setup, said once at start-up) or error.
-	Outcome string
-	Token   int64  // the hold's token, where there is one
-	Reason  string // why a job was stopped or delayed; the error for "error"
-}
-
-// Observer sees every decision of a Store, the Middleware and the Producer,
-// synchronously: keep it cheap. Logging and metrics hang here.
-type Observer func(ctx context.Context, e Event)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // asynq's enqueue script sent on a pipeline or in a transaction, as asynq's
@@ -22,7 +23,7 @@ func TestGuardAppliesOnPipelines(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	store, err := NewRedisStore(rdb, StoreOptions{})
+	store, err := NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // ProducerOptions configures NewProducer.
@@ -51,24 +52,24 @@ type ProducerOptions struct {
 type Producer struct {
 	client *asynq.Client
 	insp   *asynq.Inspector
-	store  Store
+	store  storage.Store
 	opts   ProducerOptions
-	// folded: store is a RedisStore on the Producer's own client, outside
+	// folded: store is the Redis one on the Producer's own client, outside
 	// Cluster, so a guarded insert takes its job's windows itself and reads
 	// the key's record: a completed task need not be kept to refuse repeats.
-	folded  atomic.Pointer[RedisStore]
+	folded  atomic.Pointer[redisStore]
 	cluster bool
 }
 
 // NewProducer builds a Producer on rdb; the caller owns rdb and closes it.
-// store holds the windows and answers Status; nil is a RedisStore on rdb
+// store holds the windows and answers Status; nil is the Redis one on rdb (NewRedisStore)
 // with the default options. It adds a hook to rdb that runs the Producer's
 // inserts behind their guard and lets every other command through. It
 // refuses an asynq release the library was not verified against, unless
 // opts.AllowUnverifiedAsynq.
-func NewProducer(rdb redis.UniversalClient, store Store, opts ProducerOptions) (*Producer, error) {
+func NewProducer(rdb redis.UniversalClient, store storage.Store, opts ProducerOptions) (*Producer, error) {
 	if store == nil {
-		store, _ = NewRedisStore(rdb, StoreOptions{}) // the defaults are valid
+		store, _ = NewRedisStore(rdb, storage.Options{}) // the defaults are valid
 	}
 	if opts.Observer == nil {
 		opts.Observer = func(context.Context, Event) {}
@@ -91,7 +92,7 @@ func NewProducer(rdb redis.UniversalClient, store Store, opts ProducerOptions) (
 		return p, nil
 	}
 	asynqwire.Intercept(rdb)
-	if s, ok := store.(*RedisStore); ok && s.rdb == rdb && !cluster {
+	if s, ok := store.(*redisStore); ok && s.rdb == rdb && !cluster {
 		p.folded.Store(s)
 	}
 	return p, nil
@@ -309,11 +310,11 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	var (
 		wg   sync.WaitGroup
 		info *asynq.TaskInfo
-		rec  Record
+		rec  storage.Record
 		ierr error
 		rerr error
 	)
-	if _, redisStore := p.store.(*RedisStore); found != nil && redisStore {
+	if _, redisStore := p.store.(*redisStore); found != nil && redisStore {
 		info, rec = found.Task, found.Record
 		if info == nil {
 			ierr = asynq.ErrTaskNotFound
@@ -327,7 +328,7 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 		info = nil
 	}
 	if rerr != nil {
-		rec = Record{State: StatusUnknown}
+		rec = storage.Record{State: StatusUnknown}
 	}
 	if mayReplace && info != nil && rec.State != StatusDone {
 		if in, ok := p.replaceable(j, info, rec); ok {
@@ -365,7 +366,7 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 }
 
 // replaceable says how j may take the place of the key's existing task.
-func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec Record) (insert, bool) {
+func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec storage.Record) (insert, bool) {
 	inc := incarnationOf(info.Headers)
 	switch {
 	case info.State == asynq.TaskStateArchived && !j.KeepFailed:
@@ -441,7 +442,7 @@ func (p *Producer) throttled(ctx context.Context, j Job, out Outcome, r *Rule, r
 // would. Should asynq have sent a script the guard does not know (another
 // asynq version), nothing took them: they are reserved now, after the
 // insert (and insert stopped folding).
-func (p *Producer) foldedReserves(ctx context.Context, s *RedisStore, j Job, holder string, g *enqueueGuard) {
+func (p *Producer) foldedReserves(ctx context.Context, s *redisStore, j Job, holder string, g *enqueueGuard) {
 	if !g.Ran {
 		for _, r := range j.Rules {
 			_, _ = p.store.Reserve(context.WithoutCancel(ctx), r.Key, r.Window, holder)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The record is one Redis string, so the common first claim is a single
@@ -53,7 +54,7 @@ func packRunning(tok int64, owner string, att int, firstSeen int64, fp string, n
 
 // holderPrefix is what Extend, Complete and Release compare the stored
 // record against: state, token and owner of the hold.
-func holderPrefix(h Hold) string {
+func holderPrefix(h storage.Hold) string {
 	return "r|" + strconv.FormatInt(h.Token, 10) + "|" + h.Owner + "|"
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // errCrossSlot: on Redis Cluster a task and its record sit in different
@@ -67,7 +68,7 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string, w
 	var cs []*cand
 	_, err = rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for _, id := range ids {
-			k, err := keyFromTaskID(id)
+			k, err := storage.KeyFromTaskID(id)
 			if err != nil {
 				continue // not an onceq task id: its key is not known here
 			}
@@ -105,7 +106,7 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string, w
 			continue
 		}
 		c.o.owner, c.o.live = boot, liveKey(boot)
-		c.o.holder = holderPrefix(Hold{Key: c.o.key, Token: rec.token, Owner: rec.owner})
+		c.o.holder = holderPrefix(storage.Hold{Key: c.o.key, Token: rec.token, Owner: rec.owner})
 		c.grace = rec.grace()
 		check = append(check, c)
 	}

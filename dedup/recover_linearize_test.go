@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The fast recoverer's take-over races a dead holder's late completion and
@@ -24,7 +25,7 @@ func TestFastRecovererTakeOverIsAtomic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestFastRecovererTakeOverIsAtomic(t *testing.T) {
 			if !r.nextDuplicate || string(rec.Result) != "late" {
 				t.Errorf("%s: late completion recorded, yet next claim duplicate %v, result %q", r.key, r.nextDuplicate, rec.Result)
 			}
-		case r.recovered == "retried" && errors.Is(r.late, dedup.ErrLeaseLost):
+		case r.recovered == "retried" && errors.Is(r.late, storage.ErrLeaseLost):
 			released++
 			if !r.nextAcquired || r.next != nil || string(rec.Result) != "next" {
 				t.Errorf("%s: released, yet next acquired %v (%v), result %q", r.key, r.nextAcquired, r.next, rec.Result)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The fast recoverer against asynq v0.26.0 itself: a task whose worker is
@@ -24,7 +25,7 @@ func TestFastRecovererContract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	store, err := NewRedisStore(rdb, StoreOptions{})
+	store, err := NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +157,8 @@ func TestFastRecovererContract(t *testing.T) {
 	if err != nil || c.Outcome != Acquired {
 		t.Fatalf("claim after recovery: %+v %v, want acquired", c, err)
 	}
-	stale := Hold{Key: retry.Key, Token: c.Hold.Token - 1, Owner: bootOwner + "/" + retry.Key.TaskID()}
-	if err := store.Complete(ctx, stale, nil, 0); !errors.Is(err, ErrLeaseLost) {
+	stale := storage.Hold{Key: retry.Key, Token: c.Hold.Token - 1, Owner: bootOwner + "/" + retry.Key.TaskID()}
+	if err := store.Complete(ctx, stale, nil, 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Errorf("the hung holder's completion: %v, want ErrLeaseLost", err)
 	}
 }

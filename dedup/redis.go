@@ -10,35 +10,43 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
-// RedisStore is the Store on Redis: single, Sentinel or Cluster alike.
-type RedisStore struct {
+// redisStore is the Store on Redis: single, Sentinel or Cluster alike.
+type redisStore struct {
 	rdb  redis.UniversalClient
-	opts StoreOptions
+	opts storage.Options
 }
 
-var _ Store = (*RedisStore)(nil)
+var _ storage.Store = (*redisStore)(nil)
 
-// NewRedisStore returns a Store on rdb. The caller owns rdb and closes it.
-func NewRedisStore(rdb redis.UniversalClient, opts StoreOptions) (*RedisStore, error) {
-	opts, err := opts.withDefaults()
+// NewRedisStore returns the Store on rdb: the one NewServer, NewProducer
+// and NewMiddleware use for a nil store, with the default options. Build
+// one for other TTLs or an Observer of the store's decisions. The caller
+// owns rdb and closes it.
+func NewRedisStore(rdb redis.UniversalClient, opts storage.Options) (storage.Store, error) {
+	return newRedisStore(rdb, opts)
+}
+
+func newRedisStore(rdb redis.UniversalClient, opts storage.Options) (*redisStore, error) {
+	opts, err := withDefaults(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &RedisStore{rdb: rdb, opts: opts}, nil
+	return &redisStore{rdb: rdb, opts: opts}, nil
 }
 
-func (s *RedisStore) observe(ctx context.Context, op string, k Key, o string, tok int64, reason string) {
+func (s *redisStore) observe(ctx context.Context, op string, k Key, o string, tok int64, reason string) {
 	s.opts.Observer(ctx, Event{Op: op, Key: k, Outcome: o, Token: tok, Reason: reason})
 }
 
-func (s *RedisStore) fail(ctx context.Context, op string, k Key, err error) error {
+func (s *redisStore) fail(ctx context.Context, op string, k Key, err error) error {
 	s.observe(ctx, op, k, outcomeError, 0, err.Error())
 	return fmt.Errorf("onceq: %s %q: %w", op, k.String(), err)
 }
 
-func (s *RedisStore) runningTTL(lease time.Duration) int64 {
+func (s *redisStore) runningTTL(lease time.Duration) int64 {
 	return (lease + s.opts.FailedTTL).Milliseconds()
 }
 
@@ -47,35 +55,35 @@ func (s *RedisStore) runningTTL(lease time.Duration) int64 {
 // answers a duplicate or a mismatch at once. Only a running or failed record
 // needs claim.lua, whatever its fingerprint: a mismatch is decided against
 // a done record alone.
-func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration, delivery string) (Claim, error) {
+func (s *redisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration, delivery string) (storage.Claim, error) {
 	if err := storerule.AtLeastMS("lease", lease); err != nil {
-		return Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
+		return storage.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
 	}
 	owner, reentrant := delivery, delivery != ""
 	if !reentrant {
 		owner = s.opts.Owner
 	}
 	if err := errors.Join(checkField("fingerprint", fingerprint), checkField("delivery", owner)); err != nil {
-		return Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
+		return storage.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
 	}
 	tok, now := nextToken(), time.Now().UnixMilli()
 	key := recordKey(k)
 	old, err := s.rdb.SetArgs(ctx, key, packRunning(tok, owner, 1, now, fingerprint, now, s.opts.FailedTTL),
 		redis.SetArgs{Mode: "NX", TTL: lease + s.opts.FailedTTL, Get: true}).Result()
-	var c Claim
+	var c storage.Claim
 	switch {
 	case errors.Is(err, redis.Nil): // written: ours
-		c = Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: tok, Owner: owner}, Attempt: 1,
+		c = storage.Claim{Outcome: Acquired, Hold: storage.Hold{Key: k, Token: tok, Owner: owner}, Attempt: 1,
 			LeaseUntil: time.Now().Add(lease)}
 	case err != nil:
-		return Claim{}, s.fail(ctx, opClaim, k, err)
+		return storage.Claim{}, s.fail(ctx, opClaim, k, err)
 	default:
 		c, err = s.decide(k, fingerprint, old, -1)
 		if err == nil && c.Outcome == "" {
 			c, err = s.claimSlow(ctx, k, fingerprint, owner, reentrant, tok, now, lease)
 		}
 		if err != nil {
-			return Claim{}, s.fail(ctx, opClaim, k, err)
+			return storage.Claim{}, s.fail(ctx, opClaim, k, err)
 		}
 	}
 	s.report(ctx, k, c)
@@ -83,7 +91,7 @@ func (s *RedisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 }
 
 // report observes the outcome of a claim of k.
-func (s *RedisStore) report(ctx context.Context, k Key, c Claim) {
+func (s *redisStore) report(ctx context.Context, k Key, c storage.Claim) {
 	switch c.Outcome {
 	case Acquired:
 		s.observe(ctx, opClaim, k, outcomeClaimed, c.Hold.Token, "")
@@ -100,26 +108,26 @@ func (s *RedisStore) report(ctx context.Context, k Key, c Claim) {
 // unknown: a running or failed record then needs claim.lua (Outcome ""). A
 // running record with a known pttl is a live lease, whichever fingerprint
 // it holds: the newer job waits for it instead of being archived.
-func (s *RedisStore) decide(k Key, fingerprint, v string, pttl int64) (Claim, error) {
+func (s *redisStore) decide(k Key, fingerprint, v string, pttl int64) (storage.Claim, error) {
 	p, err := unpack(v)
 	if err != nil {
-		return Claim{}, err
+		return storage.Claim{}, err
 	}
 	switch {
 	case p.state == 'd' && p.mismatch(fingerprint):
-		return Claim{Outcome: Conflict, Fingerprint: p.fp}, nil
+		return storage.Claim{Outcome: Conflict, Fingerprint: p.fp}, nil
 	case p.state == 'd':
-		return Claim{Outcome: Duplicate, Result: []byte(p.tail), CompletedAt: time.UnixMilli(p.updated)}, nil
+		return storage.Claim{Outcome: Duplicate, Result: []byte(p.tail), CompletedAt: time.UnixMilli(p.updated)}, nil
 	case pttl < 0:
-		return Claim{}, nil
+		return storage.Claim{}, nil
 	case p.state == 'r':
 		left := time.Duration(pttl)*time.Millisecond - p.grace()
-		return Claim{Outcome: InProgress, LeaseUntil: time.Now().Add(left), Owner: p.owner}, nil
+		return storage.Claim{Outcome: InProgress, LeaseUntil: time.Now().Add(left), Owner: p.owner}, nil
 	}
-	return Claim{}, fmt.Errorf("claim.lua declined a %c record", p.state)
+	return storage.Claim{}, fmt.Errorf("claim.lua declined a %c record", p.state)
 }
 
-func (s *RedisStore) claimSlow(ctx context.Context, k Key, fingerprint, owner string, reentrant bool, tok, now int64, lease time.Duration) (Claim, error) {
+func (s *redisStore) claimSlow(ctx context.Context, k Key, fingerprint, owner string, reentrant bool, tok, now int64, lease time.Duration) (storage.Claim, error) {
 	again := "0"
 	if reentrant {
 		again = "1"
@@ -127,17 +135,17 @@ func (s *RedisStore) claimSlow(ctx context.Context, k Key, fingerprint, owner st
 	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k)}, fingerprint, owner, tok, now,
 		lease.Milliseconds(), s.opts.FailedTTL.Milliseconds(), again).Slice()
 	if err != nil {
-		return Claim{}, err
+		return storage.Claim{}, err
 	}
 	if len(v) == 4 && asInt(v[0]) == 1 {
-		return Claim{Outcome: Acquired, Hold: Hold{Key: k, Token: asInt(v[1]), Owner: owner},
+		return storage.Claim{Outcome: Acquired, Hold: storage.Hold{Key: k, Token: asInt(v[1]), Owner: owner},
 			Attempt: int(asInt(v[2])), LeaseUntil: time.Now().Add(lease)}, nil
 	}
 	if len(v) == 3 && asInt(v[0]) == 0 {
 		rec, _ := v[1].(string)
 		return s.decide(k, fingerprint, rec, asInt(v[2]))
 	}
-	return Claim{}, fmt.Errorf("unexpected reply %v", v)
+	return storage.Claim{}, fmt.Errorf("unexpected reply %v", v)
 }
 
 func asInt(v any) int64 {
@@ -153,7 +161,7 @@ func asInt(v any) int64 {
 
 // Extend implements Store. All holds go out in one pipeline: one round trip
 // per heartbeat tick, however many tasks the process runs.
-func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...Hold) []error {
+func (s *redisStore) Extend(ctx context.Context, lease time.Duration, holds ...storage.Hold) []error {
 	errs := make([]error, len(holds))
 	if len(holds) == 0 {
 		return errs
@@ -178,7 +186,7 @@ func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...H
 			errs[i] = s.fail(ctx, opExtend, h.Key, err)
 		case n == 0:
 			s.observe(ctx, opExtend, h.Key, outcomeLeaseLost, h.Token, storerule.ReasonStale)
-			errs[i] = fmt.Errorf("onceq: extend %q: %w", h.Key.String(), ErrLeaseLost)
+			errs[i] = fmt.Errorf("onceq: extend %q: %w", h.Key.String(), storage.ErrLeaseLost)
 		default:
 			s.observe(ctx, opExtend, h.Key, outcomeExtended, h.Token, "")
 		}
@@ -187,10 +195,10 @@ func (s *RedisStore) Extend(ctx context.Context, lease time.Duration, holds ...H
 }
 
 // Complete implements Store.
-func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte, ttl time.Duration) error {
+func (s *redisStore) Complete(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration) error {
 	if len(result) > s.opts.MaxResultBytes {
 		return fmt.Errorf("onceq: complete %q: %d bytes over %d: %w",
-			h.Key.String(), len(result), s.opts.MaxResultBytes, ErrResultTooLarge)
+			h.Key.String(), len(result), s.opts.MaxResultBytes, storage.ErrResultTooLarge)
 	}
 	ttl, err := storerule.DoneTTL(s.opts.DoneTTL, ttl)
 	if err != nil {
@@ -202,26 +210,26 @@ func (s *RedisStore) Complete(ctx context.Context, h Hold, result []byte, ttl ti
 }
 
 // Release implements Store.
-func (s *RedisStore) Release(ctx context.Context, h Hold, cause string) error {
+func (s *redisStore) Release(ctx context.Context, h storage.Hold, cause string) error {
 	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
 		holderPrefix(h), "f", time.Now().UnixMilli(), cause, s.opts.FailedTTL.Milliseconds()).Int64()
 	return s.finish(ctx, opRelease, outcomeReleased, h, n, err)
 }
 
-func (s *RedisStore) finish(ctx context.Context, op string, ok string, h Hold, n int64, err error) error {
+func (s *redisStore) finish(ctx context.Context, op string, ok string, h storage.Hold, n int64, err error) error {
 	switch {
 	case err != nil:
 		return s.fail(ctx, op, h.Key, err)
 	case n == 0:
 		s.observe(ctx, op, h.Key, outcomeLeaseLost, h.Token, storerule.ReasonStale)
-		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), ErrLeaseLost)
+		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), storage.ErrLeaseLost)
 	}
 	s.observe(ctx, op, h.Key, ok, h.Token, "")
 	return nil
 }
 
 // Status implements Store.
-func (s *RedisStore) Status(ctx context.Context, k Key) (Record, error) {
+func (s *redisStore) Status(ctx context.Context, k Key) (storage.Record, error) {
 	var get *redis.StringCmd
 	var ttl *redis.DurationCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -229,26 +237,26 @@ func (s *RedisStore) Status(ctx context.Context, k Key) (Record, error) {
 		ttl = p.PTTL(ctx, recordKey(k))
 		return nil
 	})
-	r := Record{Key: k, State: StatusUnknown}
+	r := storage.Record{Key: k, State: StatusUnknown}
 	if errors.Is(err, redis.Nil) {
 		return r, nil
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+		return storage.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
 	}
 	r, err = recordOf(k, get.Val(), ttl.Val())
 	if err != nil {
-		return Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+		return storage.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
 	}
 	return r, nil
 }
 
 // recordOf reads the packed record v of k, whose PTTL was ttl.
-func recordOf(k Key, v string, ttl time.Duration) (Record, error) {
-	r := Record{Key: k, State: StatusUnknown}
+func recordOf(k Key, v string, ttl time.Duration) (storage.Record, error) {
+	r := storage.Record{Key: k, State: StatusUnknown}
 	p, err := unpack(v)
 	if err != nil {
-		return Record{}, err
+		return storage.Record{}, err
 	}
 	r.Fingerprint, r.Attempts, r.Token, r.Owner = p.fp, p.attempts, p.token, p.owner
 	r.FirstSeen, r.UpdatedAt = time.UnixMilli(p.firstSeen), time.UnixMilli(p.updated)
@@ -271,7 +279,7 @@ func recordOf(k Key, v string, ttl time.Duration) (Record, error) {
 }
 
 // Forget implements Store.
-func (s *RedisStore) Forget(ctx context.Context, k Key) error {
+func (s *redisStore) Forget(ctx context.Context, k Key) error {
 	// Two keys in one slot (same hash tag): one DEL works on Cluster too.
 	if err := s.rdb.Del(ctx, recordKey(k), windowKey(k)).Err(); err != nil {
 		return fmt.Errorf("onceq: forget %q: %w", k.String(), err)
@@ -280,22 +288,22 @@ func (s *RedisStore) Forget(ctx context.Context, k Key) error {
 }
 
 // Reserve implements Store.
-func (s *RedisStore) Reserve(ctx context.Context, k Key, window time.Duration, holder string) (Reservation, error) {
+func (s *redisStore) Reserve(ctx context.Context, k Key, window time.Duration, holder string) (storage.Reservation, error) {
 	if err := storerule.AtLeastMS("window", window); err != nil {
-		return Reservation{}, fmt.Errorf("onceq: reserve %q: %w", k.String(), err)
+		return storage.Reservation{}, fmt.Errorf("onceq: reserve %q: %w", k.String(), err)
 	}
 	v, err := reserveScript.Run(ctx, s.rdb, []string{windowKey(k)}, holder, window.Milliseconds()).Slice()
 	if err != nil {
-		return Reservation{}, s.fail(ctx, opReserve, k, err)
+		return storage.Reservation{}, s.fail(ctx, opReserve, k, err)
 	}
 	if len(v) == 1 {
 		s.observe(ctx, opReserve, k, outcomeReserved, 0, "")
-		return Reservation{Reserved: true}, nil
+		return storage.Reservation{Reserved: true}, nil
 	}
 	if len(v) != 3 {
-		return Reservation{}, s.fail(ctx, opReserve, k, fmt.Errorf("unexpected reply %v", v))
+		return storage.Reservation{}, s.fail(ctx, opReserve, k, fmt.Errorf("unexpected reply %v", v))
 	}
-	r := Reservation{RetryAfter: time.Duration(max(asInt(v[2]), 0)) * time.Millisecond}
+	r := storage.Reservation{RetryAfter: time.Duration(max(asInt(v[2]), 0)) * time.Millisecond}
 	r.Holder, _ = v[1].(string)
 	if r.Holder == holder {
 		// The same job again: its own window does not throttle it.
@@ -307,7 +315,7 @@ func (s *RedisStore) Reserve(ctx context.Context, k Key, window time.Duration, h
 }
 
 // Unreserve implements Store.
-func (s *RedisStore) Unreserve(ctx context.Context, k Key, holder string) error {
+func (s *redisStore) Unreserve(ctx context.Context, k Key, holder string) error {
 	if err := unreserveScript.Run(ctx, s.rdb, []string{windowKey(k)}, holder).Err(); err != nil {
 		return fmt.Errorf("onceq: unreserve %q: %w", k.String(), err)
 	}

@@ -11,9 +11,10 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
-func newStore(t *testing.T, rdb redis.UniversalClient, opts dedup.StoreOptions) (*dedup.RedisStore, *oncetest.Recorder) {
+func newStore(t *testing.T, rdb redis.UniversalClient, opts storage.Options) (storage.Store, *oncetest.Recorder) {
 	t.Helper()
 	rec := &oncetest.Recorder{}
 	opts.Observer = rec.Observe
@@ -33,7 +34,7 @@ func mustKey(t *testing.T, ns, id string) dedup.Key {
 	return k
 }
 
-func mustClaim(t *testing.T, s dedup.Store, k dedup.Key, fp string, lease time.Duration, want dedup.Decision) dedup.Claim {
+func mustClaim(t *testing.T, s storage.Store, k dedup.Key, fp string, lease time.Duration, want dedup.Decision) storage.Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), k, fp, lease, "")
 	if err != nil {
@@ -50,7 +51,7 @@ func mustClaim(t *testing.T, s dedup.Store, k dedup.Key, fp string, lease time.D
 // its keys, its outages.
 func TestRedisStoreContract(t *testing.T) {
 	t.Parallel()
-	oncetest.TestStore(t, func(t *testing.T, opts dedup.StoreOptions) (dedup.Store, error) {
+	oncetest.TestStore(t, func(t *testing.T, opts storage.Options) (storage.Store, error) {
 		s, err := dedup.NewRedisStore(redistest.Client(t), opts)
 		if err != nil {
 			return nil, err
@@ -66,7 +67,7 @@ func TestTTLs(t *testing.T) {
 	// TTLs long enough that all four keys still exist when listed on a
 	// loaded machine (50 ms was not), short enough to wait out below.
 	const ttl = 2 * time.Second
-	s, _ := newStore(t, rdb, dedup.StoreOptions{DoneTTL: ttl, FailedTTL: ttl})
+	s, _ := newStore(t, rdb, storage.Options{DoneTTL: ttl, FailedTTL: ttl})
 	done, failed, running := mustKey(t, "t", "done"), mustKey(t, "t", "failed"), mustKey(t, "t", "running")
 
 	c := mustClaim(t, s, done, "", time.Minute, dedup.Acquired)
@@ -104,7 +105,7 @@ func TestRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
-	s, rec := newStore(t, rdb, dedup.StoreOptions{})
+	s, rec := newStore(t, rdb, storage.Options{})
 	k := mustKey(t, "t", "down")
 	c := mustClaim(t, s, k, "", time.Minute, dedup.Acquired)
 	srv.Stop()
@@ -112,7 +113,7 @@ func TestRedisDown(t *testing.T) {
 	if c2, err := s.Claim(ctx, k, "", time.Minute, ""); err == nil || c2.Outcome == dedup.Acquired {
 		t.Fatalf("claim with Redis down: %+v %v", c2, err)
 	}
-	if err := s.Complete(ctx, c.Hold, nil, 0); err == nil || errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Complete(ctx, c.Hold, nil, 0); err == nil || errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("complete with Redis down: %v", err)
 	}
 	if errs := s.Extend(ctx, time.Minute, c.Hold); errs[0] == nil {

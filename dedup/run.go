@@ -62,5 +62,5 @@ func runOf(ctx context.Context, t *asynq.Task, o typeOptions) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	return Run{Key: k, Fingerprint: fp, Incarnation: n, Attempt: 1, Downstream: k.downstream(n)}, nil
+	return Run{Key: k, Fingerprint: fp, Incarnation: n, Attempt: 1, Downstream: downstream(k, n)}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Server is an asynq server whose handlers run inside the Middleware: the
@@ -24,14 +25,14 @@ import (
 //	...
 //	err = srv.Shutdown(ctx)
 //
-// On a RedisStore sharing rdb, outside Redis Cluster, a Server also keeps a
+// On the Redis store sharing rdb, outside Redis Cluster, a Server also keeps a
 // liveness key and recovers the tasks of workers whose key is gone
 // (MiddlewareOptions.Liveness).
 type Server struct {
 	srv    *asynq.Server
 	mw     *Middleware
 	rdb    redis.UniversalClient
-	store  *RedisStore // nil: no fast recovery
+	store  *redisStore // nil: no fast recovery
 	queues []string
 	live   time.Duration
 	stop   chan struct{}
@@ -45,14 +46,14 @@ type Server struct {
 }
 
 // NewServer builds a Server on rdb (the caller owns and closes it) and
-// store (nil: a RedisStore on rdb with the default options). cfg is
+// store (nil: NewRedisStore's on rdb, with the default options). cfg is
 // asynq's; NewServer applies ServerConfig to it, and serves every shard of
 // each queue in cfg.Queues that opts.Catalog spreads over shards
 // (Spec.Shards), each shard with the queue's weight.
-func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts MiddlewareOptions) (*Server, error) {
+func NewServer(rdb redis.UniversalClient, store storage.Store, cfg asynq.Config, opts MiddlewareOptions) (*Server, error) {
 	if store == nil {
 		var err error
-		if store, err = NewRedisStore(rdb, StoreOptions{}); err != nil {
+		if store, err = NewRedisStore(rdb, storage.Options{}); err != nil {
 			return nil, err
 		}
 	}
@@ -77,7 +78,7 @@ func NewServer(rdb redis.UniversalClient, store Store, cfg asynq.Config, opts Mi
 	}
 	s := &Server{srv: asynq.NewServerFromRedisClient(client, ServerConfig(cfg)), mw: mw, rdb: rdb,
 		live: mw.opts.Liveness, stop: make(chan struct{}), queues: slices.Sorted(maps.Keys(cfg.Queues))}
-	if rs, ok := store.(*RedisStore); ok && rs.rdb == rdb && s.live > 0 && verr == nil {
+	if rs, ok := store.(*redisStore); ok && rs.rdb == rdb && s.live > 0 && verr == nil {
 		if _, cluster := rdb.(*redis.ClusterClient); cluster {
 			mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeOff,
 				Reason: errCrossSlot.Error() + ": on Redis Cluster asynq's own recoverer hands a dead worker's tasks back (1-2 minutes)"})

@@ -16,13 +16,13 @@ func TestQueueOfPinned(t *testing.T) {
 		shards int
 		want   string
 	}{
-		{"default", Key{"email:send", "welcome-1"}, 0, "default"},
-		{"default", Key{"email:send", "welcome-1"}, 1, "default"},
-		{"default", Key{"email:send", "welcome-1"}, 4, "default.0"},
-		{"default", Key{"email:send", "welcome-2"}, 4, "default.1"},
-		{"critical", Key{"payment:charge", "pmt-20260628-001"}, 3, "critical.2"},
-		{"critical", Key{"payment:charge", "pmt-20260628-001"}, 256, "critical.146"},
-		{"low", Key{"scan:file", "~5f3bdd"}, 16, "low.7"},
+		{"default", Key{Namespace: "email:send", ID: "welcome-1"}, 0, "default"},
+		{"default", Key{Namespace: "email:send", ID: "welcome-1"}, 1, "default"},
+		{"default", Key{Namespace: "email:send", ID: "welcome-1"}, 4, "default.0"},
+		{"default", Key{Namespace: "email:send", ID: "welcome-2"}, 4, "default.1"},
+		{"critical", Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}, 3, "critical.2"},
+		{"critical", Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}, 256, "critical.146"},
+		{"low", Key{Namespace: "scan:file", ID: "~5f3bdd"}, 16, "low.7"},
 	} {
 		if got := queueOf(tt.queue, tt.key, tt.shards); got != tt.want {
 			t.Errorf("queueOf(%q, %s, %d) = %q, want %q", tt.queue, tt.key, tt.shards, got, tt.want)
@@ -34,14 +34,14 @@ func TestQueueOfPinned(t *testing.T) {
 // Not parallel: AllocsPerRun.
 func TestFNV1aIsStandard(t *testing.T) {
 	for i := range 100 {
-		k := Key{"email:send", fmt.Sprintf("k-%d", i)}
+		k := Key{Namespace: "email:send", ID: fmt.Sprintf("k-%d", i)}
 		h := fnv.New32a()
 		h.Write([]byte(k.String()))
 		if got, want := fnv1a(k.Namespace, "/", k.ID), h.Sum32(); got != want {
 			t.Fatalf("fnv1a(%s) = %#x, hash/fnv says %#x", k, got, want)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = queueOf("default", Key{"a:b", "c"}, 1) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = queueOf("default", Key{Namespace: "a:b", ID: "c"}, 1) }); n != 0 {
 		t.Errorf("queueOf with one shard allocates %v times", n)
 	}
 }
@@ -55,7 +55,7 @@ func TestShardsSpread(t *testing.T) {
 	const keys, shards = 30000, 3
 	count := map[string]int{}
 	for i := range keys {
-		count[queueOf("default", Key{"email:send", fmt.Sprintf("job-%d", i)}, shards)]++
+		count[queueOf("default", Key{Namespace: "email:send", ID: fmt.Sprintf("job-%d", i)}, shards)]++
 	}
 	qs := shardsOf("default", shards)
 	if !slices.Equal(qs, []string{"default.0", "default.1", "default.2"}) {

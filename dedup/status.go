@@ -7,23 +7,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-)
 
-// Status is where a job is, in the one vocabulary the Producer, the CLI,
-// GET /v1/jobs and the docs share.
-type Status string
-
-const (
-	StatusPending   Status = "pending"   // waiting in its queue
-	StatusScheduled Status = "scheduled" // waiting for its process-at time
-	StatusRunning   Status = "running"   // a worker holds it
-	StatusRetry     Status = "retry"     // failed, waiting for the next attempt
-	StatusDone      Status = "done"      // its effect is recorded; the result is kept
-	StatusFailed    Status = "failed"    // the last run failed and no task is left to retry
-	StatusArchived  Status = "archived"  // asynq gave up (retries spent or not retryable)
-	StatusUnknown   Status = "unknown"   // nothing is known (never seen, or expired)
-	// pgledger.StatusOutbox, "outbox": committed in the application's
-	// transaction, not yet moved into asynq by a relay.
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // JobStatus answers "did this job run?": the idempotency record merged with
@@ -71,7 +56,7 @@ func taskStatus(s asynq.TaskState) Status {
 
 // statusOf merges: the record says whether the effect happened (done), the
 // task where the job is in asynq's life cycle otherwise. info may be nil.
-func statusOf(k Key, rec Record, info *asynq.TaskInfo) JobStatus {
+func statusOf(k Key, rec storage.Record, info *asynq.TaskInfo) JobStatus {
 	j := JobStatus{Key: k.String(), State: StatusUnknown, Attempts: rec.Attempts, Error: rec.Error,
 		Known: info != nil || rec.State != StatusUnknown}
 	if !rec.FirstSeen.IsZero() {

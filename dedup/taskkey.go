@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // taskKeyOf returns the idempotency key and fingerprint a producer attached
@@ -16,7 +18,7 @@ import (
 func taskKeyOf(ctx context.Context, t *asynq.Task, ns string) (k Key, fp string, ok bool, err error) {
 	fp = t.Headers()[headerFingerprint]
 	if h := t.Headers()[headerKey]; h != "" {
-		k, err = parseKeyString(h)
+		k, err = storage.ParseKey(h)
 		return k, fp, true, err
 	}
 	if id, found := asynq.GetTaskID(ctx); found {
@@ -31,6 +33,6 @@ func taskKeyOf(ctx context.Context, t *asynq.Task, ns string) (k Key, fp string,
 // used the key as the id. A producer may drop headerKey only when this
 // gives back its key exactly: the one rule both sides share.
 func keyOfTaskID(id string) (Key, bool) {
-	k, err := keyFromTaskID(id)
+	k, err := storage.KeyFromTaskID(id)
 	return k, err == nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // A task enqueued the Producer's way, with the key as its asynq task id and
@@ -16,7 +17,7 @@ import (
 func TestMiddlewareKeyFromTaskID(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	s, _ := newStore(t, rdb, dedup.StoreOptions{})
+	s, _ := newStore(t, rdb, storage.Options{})
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{})
 	payload := []byte(`{"to":"a@x"}`) // no id: a derived key would be its hash
 	_, fp, err := dedup.Derive("email:send", payload, "", nil)

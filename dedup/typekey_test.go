@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // TypeOptions.Key keys a task that carries no key of its own; a task with
@@ -16,7 +17,7 @@ import (
 func TestMiddlewareTypeKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, redistest.Client(t), dedup.StoreOptions{})
+	s, _ := newStore(t, redistest.Client(t), storage.Options{})
 	refused := errors.New("no payment_id")
 	m := newMiddleware(t, s, dedup.WithTypes(dedup.MiddlewareOptions{}, map[string]dedup.TypeOptions{
 		"payment:charge": {Key: func(payload []byte) (dedup.Key, string, error) {

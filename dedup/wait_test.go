@@ -11,18 +11,19 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // racingStore answers its first Status with what the record held before
 // the job ran, as a read that crossed the worker's completion would: run
 // completes the job in between.
 type racingStore struct {
-	dedup.Store
+	storage.Store
 	run  func()
 	done bool
 }
 
-func (s *racingStore) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
+func (s *racingStore) Status(ctx context.Context, k dedup.Key) (storage.Record, error) {
 	rec, err := s.Store.Status(ctx, k)
 	if !s.done {
 		s.done = true
@@ -57,7 +58,7 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 func completionRace(t *testing.T, id string) (*dedup.Producer, dedup.Job, *gate) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -22,7 +23,7 @@ func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 	t.Parallel()
 	var seen []dedup.Event
 	l, pool := newLedger(t, pgledger.Options{Observer: func(_ context.Context, d dedup.Event) { seen = append(seen, d) }})
-	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(redistest.Client(t), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestHandlerBehindMiddlewareRedisForgets(t *testing.T) {
 func TestStatusStoreRunningFromRedis(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t, pgledger.Options{})
-	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(redistest.Client(t), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Options configures a Ledger.
@@ -91,10 +92,10 @@ func (l *Ledger) Close() { l.pool.Close() }
 // Pool is the ledger's connection pool.
 func (l *Ledger) Pool() *pgxpool.Pool { return l.pool }
 
-// Status reads key's ledger row as a dedup.Record; State is StateAbsent
+// Status reads key's ledger row as a storage.Record; State is StateAbsent
 // when there is none. Only committed rows are seen.
-func (l *Ledger) Status(ctx context.Context, key dedup.Key) (dedup.Record, error) {
-	rec := dedup.Record{Key: key, State: dedup.StatusUnknown}
+func (l *Ledger) Status(ctx context.Context, key dedup.Key) (storage.Record, error) {
+	rec := storage.Record{Key: key, State: dedup.StatusUnknown}
 	var (
 		state     string
 		completed *time.Time

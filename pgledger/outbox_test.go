@@ -17,6 +17,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -49,7 +50,7 @@ type outboxWorld struct {
 	l     *pgledger.Ledger
 	pool  *pgxpool.Pool
 	rdb   *redis.Client
-	store dedup.Store
+	store storage.Store
 	prod  *dedup.Producer
 	insp  *asynq.Inspector
 	seen  *events
@@ -84,7 +85,7 @@ func newOutboxWorld(t testing.TB) *outboxWorld {
 	t.Helper()
 	l, pool := newLedger(t, pgledger.Options{})
 	rdb := redistest.Client(t)
-	rs, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	rs, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -91,7 +92,7 @@ func TestRelayKeepsKeyOrder(t *testing.T) {
 	w := newOutboxWorld(t)
 	ctx := context.Background()
 	held := dedup.Key{Namespace: "charge:window", ID: "busy"}
-	rs, err := dedup.NewRedisStore(w.rdb, dedup.StoreOptions{})
+	rs, err := dedup.NewRedisStore(w.rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestRelayRedisDownKeepsRow(t *testing.T) {
 	w := newOutboxWorld(t)
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	rs, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	rs, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -31,7 +32,7 @@ func insertEffect(k dedup.Key, result string) pgledger.Work {
 	}
 }
 
-func status(t *testing.T, l *pgledger.Ledger, k dedup.Key) dedup.Record {
+func status(t *testing.T, l *pgledger.Ledger, k dedup.Key) storage.Record {
 	t.Helper()
 	rec, err := l.Status(context.Background(), k)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // StatusStore answers Status from the ledger where it knows the job and
@@ -16,7 +17,7 @@ import (
 // `producer status` and GET /v1/jobs/{key} read, so they report the source
 // of truth for transactional jobs.
 type StatusStore struct {
-	dedup.Store
+	storage.Store
 	Ledger *Ledger
 	// Namespaces are the key namespaces of the jobs that run under the
 	// ledger; other keys are read from Store first, and the outbox only
@@ -29,7 +30,7 @@ type StatusStore struct {
 // Status: a done ledger row wins (Redis may have forgotten it); otherwise
 // the Redis record says more (a running claim, its lease); then a row in
 // the outbox (StatusOutbox), and the ledger's failed row is the fallback.
-func (s StatusStore) Status(ctx context.Context, key dedup.Key) (dedup.Record, error) {
+func (s StatusStore) Status(ctx context.Context, key dedup.Key) (storage.Record, error) {
 	if s.Namespaces != nil && !slices.Contains(s.Namespaces, key.Namespace) {
 		rec, err := s.Store.Status(ctx, key)
 		if err != nil || rec.State != dedup.StatusUnknown {
@@ -57,8 +58,8 @@ func (s StatusStore) Status(ctx context.Context, key dedup.Key) (dedup.Record, e
 
 // outboxStatus is key's oldest outbox row as a Record in state
 // StatusOutbox, or StatusUnknown when the key has none.
-func (l *Ledger) outboxStatus(ctx context.Context, key dedup.Key) (dedup.Record, error) {
-	rec := dedup.Record{Key: key, State: dedup.StatusUnknown}
+func (l *Ledger) outboxStatus(ctx context.Context, key dedup.Key) (storage.Record, error) {
+	rec := storage.Record{Key: key, State: dedup.StatusUnknown}
 	err := l.pool.QueryRow(ctx, `SELECT fingerprint, created_at, last_error FROM onceq_outbox
 		WHERE key = $1 ORDER BY id LIMIT 1`, key.String()).Scan(&rec.Fingerprint, &rec.FirstSeen, &rec.Error)
 	switch {

@@ -10,12 +10,13 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/tasks"
 )
 
 // failForGood runs j's key as a worker whose last attempt failed would:
 // the record released as failed, the task archived by asynq.
-func failForGood(t *testing.T, store dedup.Store, insp *asynq.Inspector, j dedup.Job, cause string) {
+func failForGood(t *testing.T, store storage.Store, insp *asynq.Inspector, j dedup.Job, cause string) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := store.Claim(ctx, j.Key, j.Fingerprint, time.Minute, "")
@@ -254,7 +255,7 @@ func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	p, _, _ := newProducer(t, rdb)
-	short, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: 300 * time.Millisecond})
+	short, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

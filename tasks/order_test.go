@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/pgledger/pgtest"
@@ -69,7 +70,7 @@ func TestOrderShipsOnceWhateverRedisForgets(t *testing.T) {
 	if err := pgledger.Migrate(ctx, pool, "order", tasks.OrderMigrations); err != nil {
 		t.Fatal(err)
 	}
-	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(redistest.Client(t), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

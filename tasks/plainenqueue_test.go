@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -31,7 +32,7 @@ func TestPlainAsynqEnqueueAgreesOnKey(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	dups := make(chan dedup.Key, 4)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{Observer: func(_ context.Context, d dedup.Event) {
+	store, err := dedup.NewRedisStore(rdb, storage.Options{Observer: func(_ context.Context, d dedup.Event) {
 		if d.Op == "claim" && d.Outcome == "duplicate" {
 			dups <- d.Key
 		}
@@ -141,7 +142,7 @@ func wait(t *testing.T, c <-chan struct{}, what string) {
 // the handler never runs, asynq archives it.
 func TestPlainAsynqEnqueueInvalidIsBadPayload(t *testing.T) {
 	t.Parallel()
-	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(redistest.Client(t), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestPlainAsynqEnqueueInvalidIsBadPayload(t *testing.T) {
 
 // catalogMiddleware is the built-in catalog and the middleware that knows
 // its types, as cmd/worker wires them.
-func catalogMiddleware(t *testing.T, store dedup.Store) (*tasks.Catalog, *dedup.Middleware) {
+func catalogMiddleware(t *testing.T, store storage.Store) (*tasks.Catalog, *dedup.Middleware) {
 	t.Helper()
 	catalog, err := tasks.NewCatalog(tasks.Windows{})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -31,9 +32,9 @@ func (d *decisions) observe(_ context.Context, x dedup.Event) {
 	d.got = append(d.got, x)
 }
 
-func newProducer(t *testing.T, rdb redis.UniversalClient) (*dedup.Producer, *dedup.RedisStore, *decisions) {
+func newProducer(t *testing.T, rdb redis.UniversalClient) (*dedup.Producer, storage.Store, *decisions) {
 	t.Helper()
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -205,7 +206,7 @@ func parallel(n, g int, fn func(i int) error) error {
 // Payloads are padded to size bytes (0: the small default).
 func (b *bench) fill(ctx context.Context, side, queue string, n, size int) error {
 	client := asynq.NewClientFromRedisClient(b.env.admin)
-	store, err := dedup.NewRedisStore(b.env.admin, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(b.env.admin, storage.Options{})
 	if err != nil {
 		return err
 	}

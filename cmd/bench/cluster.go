@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // ClusterResult is how one job type's commands spread over the masters of
@@ -149,7 +150,7 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	defer lc.Close()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: lc.addrs})
 	defer rdb.Close()
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		return ClusterResult{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -51,7 +52,7 @@ type e2eProducer struct {
 
 func newE2EProducer(env *redisEnv, host *workerHost) (*e2eProducer, error) {
 	rdb := env.client(host.trips)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		rdb.Close()
 		return nil, err

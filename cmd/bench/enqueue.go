@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -36,7 +37,7 @@ type enqueuer struct {
 func (b *bench) newEnqueuer() (*enqueuer, error) {
 	trips := &tripCounter{}
 	rdb := b.env.client(trips)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		rdb.Close()
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The join phase decides whether the worker's join (its claim riding
@@ -108,7 +109,7 @@ func (b *bench) joinSample(ctx context.Context, addr, side string, conc int) (jo
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4 * conc})
 	defer rdb.Close()
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		return joinSample{}, err
 	}

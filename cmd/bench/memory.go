@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // What a remembered job holds in the memory sample (issue 24: a 200-byte
@@ -137,7 +138,7 @@ func (b *bench) memory(ctx context.Context) (MemoryResult, error) {
 // resultKept checks that the sample measured what the target is about: a
 // repeat of the first job is refused with the handler's result.
 func (b *bench) resultKept(ctx context.Context, q string) error {
-	store, err := dedup.NewRedisStore(b.env.admin, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(b.env.admin, storage.Options{})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -71,7 +72,7 @@ func runPG(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	plain := pgledger.New(ledger.Pool(), pgledger.Options{NoRecord: true})
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func runPG(ctx context.Context, args []string, out io.Writer) error {
 
 // pgRound enqueues n tasks on a fresh queue, then times one server
 // processing all of them.
-func pgRound(ctx context.Context, rdb *redis.Client, store dedup.Store, l *pgledger.Ledger, side, queue string, n, conc int) (float64, error) {
+func pgRound(ctx context.Context, rdb *redis.Client, store storage.Store, l *pgledger.Ledger, side, queue string, n, conc int) (float64, error) {
 	client := asynq.NewClientFromRedisClient(rdb)
 	for i := range n {
 		// The task id carries the key, as the Producer sends it.

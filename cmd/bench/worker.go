@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Sides of the processing comparison.
@@ -33,7 +34,7 @@ const (
 type workerHost struct {
 	rdb   *redis.Client
 	trips *tripCounter
-	store *dedup.RedisStore
+	store storage.Store
 	warn  io.Writer
 	// shown is sideShown's catalog: the bench's type with WriteResult.
 	shown *dedup.Catalog
@@ -42,7 +43,7 @@ type workerHost struct {
 func newWorkerHost(env *redisEnv, warn io.Writer) (*workerHost, error) {
 	trips := &tripCounter{}
 	rdb := env.client(trips)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -127,7 +128,7 @@ func (b bareServer) Shutdown(context.Context) error { b.Server.Shutdown(); retur
 
 // newServer is onceq's server (with onceq, and the type options of cat,
 // which may be nil) or asynq's own on rdb.
-func newServer(withOnceq bool, cat *dedup.Catalog, rdb redis.UniversalClient, store dedup.Store, cfg asynq.Config) (server, error) {
+func newServer(withOnceq bool, cat *dedup.Catalog, rdb redis.UniversalClient, store storage.Store, cfg asynq.Config) (server, error) {
 	if withOnceq {
 		return dedup.NewServer(rdb, store, cfg, dedup.MiddlewareOptions{Catalog: cat})
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -13,7 +14,7 @@ import (
 func TestBatchCounts(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

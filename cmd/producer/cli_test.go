@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // cli runs the producer as main does, with the given stdin.
@@ -84,7 +85,7 @@ func TestStatusAndSingleCommands(t *testing.T) {
 	}
 
 	// Simulate the worker finishing the first one, then ask.
-	store, _ := dedup.NewRedisStore(srv.Client(t), dedup.StoreOptions{})
+	store, _ := dedup.NewRedisStore(srv.Client(t), storage.Options{})
 	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}
 	c, _ := store.Claim(context.Background(), k, "", time.Minute, "")
 	if err := store.Complete(context.Background(), c.Hold, []byte(`{"charge_id":"ch_9"}`), 0); err != nil {

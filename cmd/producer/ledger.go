@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/onceq/onceq/config"
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/pgledger"
 	"github.com/onceq/onceq/tasks"
 )
@@ -12,7 +12,7 @@ import (
 // returns the ledger (nil without one) for the caller to close. Nothing is
 // dialled here: a Postgres that does not answer fails only the reads that
 // need it.
-func withLedger(pg config.Postgres, store dedup.Store) (dedup.Store, *pgledger.Ledger, error) {
+func withLedger(pg config.Postgres, store storage.Store) (storage.Store, *pgledger.Ledger, error) {
 	if !pg.Configured() {
 		return store, nil, nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/observe/tracing"
 	"github.com/onceq/onceq/internal/version"
@@ -224,7 +225,7 @@ func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog,
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("cannot reach Redis (%s): %w; start one or set ONCEQ_REDIS_URL", redisWhere(cfg.Redis), err)
 	}
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}

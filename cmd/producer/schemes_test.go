@@ -9,6 +9,7 @@ import (
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/api"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestWebhookSchemeNamesAgree(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/admin"
 	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/internal/daemon"
@@ -71,7 +72,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
-	jobs, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{
+	jobs, err := dedup.NewRedisStore(rdb, storage.Options{
 		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 	})
 	if err != nil {
@@ -80,7 +81,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	// Replays live in a store of their own, whose done TTL is the replay
 	// TTL. The API reports its decisions itself (side "api"), so this
 	// store has no observer: nothing is counted twice.
-	replays, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
+	replays, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}

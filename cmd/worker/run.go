@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/admin"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/observe"
@@ -92,7 +93,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	d.Registry.MustRegister(observe.NewQueueSizes(insp, catalog.KeepFailed(), catalog.Served(cfg.Queues)...))
 	metrics := d.Metrics
 	metrics.Zero("worker", typeNames(catalog))
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{
+	store, err := dedup.NewRedisStore(rdb, storage.Options{
 		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 		Observer: metrics.Observer(log, "worker"),
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 	"github.com/onceq/onceq/tasks/gateway"
@@ -95,7 +96,7 @@ func baseEnv(t *testing.T, redisAddr string) map[string]string {
 
 type env struct {
 	rdb      *redis.Client
-	store    *dedup.RedisStore
+	store    storage.Store
 	producer *dedup.Producer
 	client   *asynq.Client
 	insp     *asynq.Inspector
@@ -103,7 +104,7 @@ type env struct {
 
 func newEnv(t *testing.T, rdb *redis.Client) env {
 	t.Helper()
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func (e env) enqueued(t *testing.T) func(dedup.Job, error) (dedup.Job, dedup.Out
 	}
 }
 
-func (e env) waitState(t *testing.T, k dedup.Key, want dedup.Status) dedup.Record {
+func (e env) waitState(t *testing.T, k dedup.Key, want dedup.Status) storage.Record {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // A request that never ran must leave nothing behind, or every retry of
@@ -21,7 +22,7 @@ import (
 // retry that reaches another replica waits for the short API lease.
 type claims struct {
 	mu     sync.Mutex
-	live   map[dedup.Hold]struct{}
+	live   map[storage.Hold]struct{}
 	doubts map[dedup.Key]time.Time
 }
 
@@ -30,17 +31,17 @@ type claims struct {
 const maxDoubts = 4096
 
 func newClaims() *claims {
-	return &claims{live: map[dedup.Hold]struct{}{}, doubts: map[dedup.Key]time.Time{}}
+	return &claims{live: map[storage.Hold]struct{}{}, doubts: map[dedup.Key]time.Time{}}
 }
 
-func (c *claims) hold(h dedup.Hold) {
+func (c *claims) hold(h storage.Hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.live[h] = struct{}{}
 	delete(c.doubts, h.Key)
 }
 
-func (c *claims) drop(h dedup.Hold) {
+func (c *claims) drop(h storage.Hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.live, h)
@@ -64,11 +65,11 @@ func (c *claims) doubt(k dedup.Key) {
 
 // orphaned reports whether rec is a claim no live request of this process
 // holds, on a key this process left in doubt.
-func (c *claims) orphaned(rec dedup.Record) bool {
+func (c *claims) orphaned(rec storage.Record) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, doubt := c.doubts[rec.Key]
-	_, live := c.live[dedup.Hold{Key: rec.Key, Token: rec.Token}]
+	_, live := c.live[storage.Hold{Key: rec.Key, Token: rec.Token}]
 	return doubt && !live
 }
 
@@ -80,7 +81,7 @@ func (c *claims) orphaned(rec dedup.Record) bool {
 // whose reply was lost is retried here once, as the same delivery, so it
 // takes its own claim again at once instead of meeting it as another
 // request's.
-func (g *Guard) claim(ctx context.Context, k dedup.Key, fp string) (dedup.Claim, error) {
+func (g *Guard) claim(ctx context.Context, k dedup.Key, fp string) (storage.Claim, error) {
 	delivery := newDelivery()
 	c, err := g.store.Claim(ctx, k, fp, g.opts.Lease, delivery)
 	if err != nil && ctx.Err() == nil {
@@ -98,7 +99,7 @@ func (g *Guard) claim(ctx context.Context, k dedup.Key, fp string) (dedup.Claim,
 	}
 	rec, err := g.store.Status(ctx, k)
 	if err != nil {
-		return dedup.Claim{}, err
+		return storage.Claim{}, err
 	}
 	left := rec.State == dedup.StatusFailed || (rec.State == dedup.StatusRunning && g.claims.orphaned(rec))
 	if !left {
@@ -106,7 +107,7 @@ func (g *Guard) claim(ctx context.Context, k dedup.Key, fp string) (dedup.Claim,
 	}
 	g.decide(ctx, k, "cleared", "a claim left by a request that never ran ("+string(rec.State)+")")
 	if err := g.store.Forget(ctx, k); err != nil {
-		return dedup.Claim{}, err
+		return storage.Claim{}, err
 	}
 	c, err = g.store.Claim(ctx, k, fp, g.opts.Lease, delivery)
 	if err != nil {
@@ -132,7 +133,7 @@ func newDelivery() string {
 // delete is not fenced, so it is done only while our lease surely holds;
 // past that, Release (fenced) and the failed record is cleared by the next
 // claim.
-func (g *Guard) unclaim(ctx context.Context, h dedup.Hold, claimed time.Time, cause string) {
+func (g *Guard) unclaim(ctx context.Context, h storage.Hold, claimed time.Time, cause string) {
 	var err error
 	if time.Since(claimed) < g.opts.Lease/2 {
 		err = g.store.Forget(ctx, h.Key)

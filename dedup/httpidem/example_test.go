@@ -12,6 +12,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/httpidem"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Mount the middleware on a route of your own: a client's retry with the
@@ -21,7 +22,7 @@ func ExampleGuard_Middleware() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 	// The store's DoneTTL is how long a response is replayed.
-	store, _ := dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: 24 * time.Hour})
+	store, _ := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: 24 * time.Hour})
 	guard, _ := httpidem.New(store, httpidem.Options{})
 
 	charges := 0

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Namespace is the key namespace of the replay records; their id is
@@ -79,7 +80,7 @@ type Options struct {
 // record. Its store's DoneTTL is how long a response is replayed: give it
 // a store of its own.
 type Guard struct {
-	store   dedup.Store
+	store   storage.Store
 	opts    Options
 	claims  *claims
 	replays *replayCache
@@ -87,7 +88,7 @@ type Guard struct {
 }
 
 // New returns a Guard on store.
-func New(store dedup.Store, o Options) (*Guard, error) {
+func New(store storage.Store, o Options) (*Guard, error) {
 	if store == nil {
 		return nil, errors.New("httpidem: a store is required")
 	}
@@ -241,7 +242,7 @@ func (g *Guard) Send(ctx context.Context, scope, key, fp string, do func(context
 // complete stores the response b under h, even when ctx has ended: the
 // work is done. On failure the client still has its answer; a retry after
 // the lease runs again (or at once here: the key is in doubt).
-func (g *Guard) complete(ctx context.Context, h dedup.Hold, b []byte) bool {
+func (g *Guard) complete(ctx context.Context, h storage.Hold, b []byte) bool {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
 	defer cancel()
 	if err := g.store.Complete(bg, h, b, 0); err != nil {
@@ -270,7 +271,7 @@ func (g *Guard) Drain(ctx context.Context) error {
 // claimWaiting is claim that, meeting another request in flight, waits up
 // to InFlightWait for its answer: the first request's response may be on
 // its way while its replay is being stored (Send).
-func (g *Guard) claimWaiting(ctx context.Context, k dedup.Key, fp string) (dedup.Claim, error) {
+func (g *Guard) claimWaiting(ctx context.Context, k dedup.Key, fp string) (storage.Claim, error) {
 	c, err := g.claim(ctx, k, fp)
 	deadline := time.Now().Add(g.opts.InFlightWait)
 	for pause := 2 * time.Millisecond; err == nil && c.Outcome == dedup.InProgress && time.Now().Add(pause).Before(deadline); pause *= 2 {

@@ -13,6 +13,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/httpidem"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 type reply struct {
@@ -42,7 +43,7 @@ func post(t *testing.T, url, key, body string, hdr ...string) reply {
 // serve mounts h behind the middleware on a real socket and a real Redis.
 func serve(t *testing.T, o httpidem.MiddlewareOptions, h http.HandlerFunc) string {
 	t.Helper()
-	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{DoneTTL: time.Hour})
+	store, err := dedup.NewRedisStore(redistest.Client(t), storage.Options{DoneTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,16 +13,17 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/httpidem"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // heldStore holds every Complete until release is closed (or its ctx ends).
 type heldStore struct {
-	dedup.Store
+	storage.Store
 	release  chan struct{}
 	returned atomic.Bool // a Complete has returned
 }
 
-func (s *heldStore) Complete(ctx context.Context, h dedup.Hold, result []byte, ttl time.Duration) error {
+func (s *heldStore) Complete(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration) error {
 	defer s.returned.Store(true)
 	select {
 	case <-s.release:
@@ -38,7 +39,7 @@ func (s *heldStore) Complete(ctx context.Context, h dedup.Hold, result []byte, t
 // store.
 func TestResponseGoesOutBeforeItIsStored(t *testing.T) {
 	t.Parallel()
-	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{DoneTTL: time.Hour})
+	store, err := dedup.NewRedisStore(redistest.Client(t), storage.Options{DoneTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestResponseGoesOutBeforeItIsStored(t *testing.T) {
 // waits for it (InFlightWait) and is replayed it, instead of a 409.
 func TestAnotherReplicaWaitsForTheStoredReplay(t *testing.T) {
 	t.Parallel()
-	store, err := dedup.NewRedisStore(redistest.Client(t), dedup.StoreOptions{DoneTTL: time.Hour})
+	store, err := dedup.NewRedisStore(redistest.Client(t), storage.Options{DoneTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestAnotherReplicaWaitsForTheStoredReplay(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "charged "+string(rune('0'+runs.Add(1))))
 	})
-	replica := func(s dedup.Store, wait time.Duration) string {
+	replica := func(s storage.Store, wait time.Duration) string {
 		g, err := httpidem.New(s, httpidem.Options{Lease: time.Minute, InFlightWait: wait})
 		if err != nil {
 			t.Fatal(err)

@@ -4,14 +4,14 @@
 //
 // # The in-memory Store
 //
-// Store (NewStore) is an dedup.Store with RedisStore's semantics, no Redis
+// Store (NewStore) is a storage.Store with the Redis store's semantics, no Redis
 // needed: the same claim outcomes, fencing tokens, re-entrant claims, done
 // and failed TTLs, result limit, windows and Observer events. Every entry
 // expires. On a Clock (NewStoreWithClock) leases and TTLs end when the test
 // advances the clock, so a test of lease expiry does not wait for it:
 //
 //	clock := oncetest.NewClock(time.Now())
-//	store, _ := oncetest.NewStoreWithClock(dedup.StoreOptions{}, clock.Now)
+//	store, _ := oncetest.NewStoreWithClock(storage.Options{}, clock.Now)
 //	...
 //	clock.Advance(time.Minute) // the crashed worker's lease is over
 //
@@ -20,11 +20,11 @@
 //
 // # The contract suite
 //
-// TestStore runs the Store contract against any implementation; RedisStore
+// TestStore runs the Store contract against any implementation; the Redis store
 // (on a real redis-server) and Store both pass it:
 //
 //	func TestMyStore(t *testing.T) {
-//		oncetest.TestStore(t, func(t *testing.T, opts dedup.StoreOptions) (dedup.Store, error) {
+//		oncetest.TestStore(t, func(t *testing.T, opts storage.Options) (storage.Store, error) {
 //			return newMyStore(t, opts)
 //		})
 //	}

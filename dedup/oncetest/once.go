@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // maxRetry is asynq's default MaxRetry: how often a failed delivery comes
@@ -35,7 +36,7 @@ const maxRetry = 25
 // It returns the job's record, done: Result is what h set with
 // dedup.SetResult, the answer every later delivery gets; Attempts counts
 // the runs it took. A handler that never returns blocks RequireOnce.
-func RequireOnce(t testing.TB, h asynq.Handler, task *asynq.Task, deliveries int) dedup.Record {
+func RequireOnce(t testing.TB, h asynq.Handler, task *asynq.Task, deliveries int) storage.Record {
 	t.Helper()
 	return RequireOnceWith(t, dedup.MiddlewareOptions{}, h, task, deliveries)
 }
@@ -43,7 +44,7 @@ func RequireOnce(t testing.TB, h asynq.Handler, task *asynq.Task, deliveries int
 // RequireOnceWith is RequireOnce with the Middleware configured by opts,
 // e.g. with your worker's Catalog, so the task is keyed, validated and
 // kept as it is in production.
-func RequireOnceWith(t testing.TB, opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task, deliveries int) dedup.Record {
+func RequireOnceWith(t testing.TB, opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task, deliveries int) storage.Record {
 	t.Helper()
 	rec, err := requireOnce(opts, h, task, deliveries, nil)
 	if err != nil {
@@ -54,12 +55,12 @@ func RequireOnceWith(t testing.TB, opts dedup.MiddlewareOptions, h asynq.Handler
 
 // requireOnce is RequireOnceWith, with hook (when not nil) seeing every
 // event of the store.
-func requireOnce(opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task, deliveries int, hook dedup.Observer) (dedup.Record, error) {
+func requireOnce(opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task, deliveries int, hook dedup.Observer) (storage.Record, error) {
 	if deliveries < 1 {
-		return dedup.Record{}, fmt.Errorf("%d deliveries, want at least 1", deliveries)
+		return storage.Record{}, fmt.Errorf("%d deliveries, want at least 1", deliveries)
 	}
 	var ended signal
-	store, err := NewStore(dedup.StoreOptions{Observer: func(ctx context.Context, e dedup.Event) {
+	store, err := NewStore(storage.Options{Observer: func(ctx context.Context, e dedup.Event) {
 		if a, ok := ctx.Value(attemptKey{}).(*attempt); ok && e.Op == storerule.OpClaim {
 			a.claim = e.Outcome
 		}
@@ -71,11 +72,11 @@ func requireOnce(opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task
 		}
 	}})
 	if err != nil {
-		return dedup.Record{}, err
+		return storage.Record{}, err
 	}
 	mw, err := dedup.NewMiddleware(store, opts)
 	if err != nil {
-		return dedup.Record{}, err
+		return storage.Record{}, err
 	}
 	var (
 		runs atomic.Int64
@@ -106,15 +107,15 @@ func requireOnce(opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task
 	close(start)
 	wg.Wait()
 	if err := mw.Shutdown(context.Background()); err != nil {
-		return dedup.Record{}, err
+		return storage.Record{}, err
 	}
 	if n := runs.Load(); n != 1 {
-		return dedup.Record{}, fmt.Errorf("the handler succeeded %d times in %d deliveries, want exactly once%s",
+		return storage.Record{}, fmt.Errorf("the handler succeeded %d times in %d deliveries, want exactly once%s",
 			n, deliveries, endsOf(ends))
 	}
 	rec, err := store.Status(context.Background(), *key)
 	if err != nil {
-		return dedup.Record{}, err
+		return storage.Record{}, err
 	}
 	if rec.State != dedup.StatusDone {
 		return rec, fmt.Errorf("the record of %s is %s after the deliveries, want done", rec.Key, rec.State)

@@ -9,15 +9,16 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
-// Store is an in-memory dedup.Store with RedisStore's semantics: the same
+// Store is an in-memory storage.Store with the Redis store's semantics: the same
 // outcomes, fencing, re-entrant claims, TTLs, limits and events, checked by
 // the same suite (TestStore). It lives in one process, so it is for tests
 // and for trying things out, not for workers that must agree with each
 // other. Safe for concurrent use.
 type Store struct {
-	opts dedup.StoreOptions
+	opts storage.Options
 	now  func() time.Time
 
 	mu      sync.Mutex
@@ -26,9 +27,9 @@ type Store struct {
 	writes  int // since the last sweep of expired entries
 }
 
-var _ dedup.Store = (*Store)(nil)
+var _ storage.Store = (*Store)(nil)
 
-// record is RedisStore's packed record, with its TTL.
+// record is the Redis store's packed record, with its TTL.
 type record struct {
 	state     dedup.Status // running, done or failed
 	token     int64
@@ -48,8 +49,8 @@ type window struct {
 }
 
 // NewStore returns an empty Store on the wall clock. opts get
-// NewRedisStore's defaults and checks.
-func NewStore(opts dedup.StoreOptions) (*Store, error) {
+// dedup.NewRedisStore's defaults and checks.
+func NewStore(opts storage.Options) (*Store, error) {
 	return NewStoreWithClock(opts, time.Now)
 }
 
@@ -57,7 +58,7 @@ func NewStore(opts dedup.StoreOptions) (*Store, error) {
 // Clock's Now: leases, TTLs and windows end when now says so, so a test
 // moves time instead of waiting for it. Fencing tokens do not follow now:
 // they grow with every acquisition whatever it says.
-func NewStoreWithClock(opts dedup.StoreOptions, now func() time.Time) (*Store, error) {
+func NewStoreWithClock(opts storage.Options, now func() time.Time) (*Store, error) {
 	r, err := storerule.Options{DoneTTL: opts.DoneTTL, FailedTTL: opts.FailedTTL,
 		MaxResultBytes: opts.MaxResultBytes, Owner: opts.Owner}.WithDefaults()
 	if err != nil {
@@ -77,30 +78,30 @@ func (s *Store) observe(ctx context.Context, op string, k dedup.Key, o string, t
 	s.opts.Observer(ctx, dedup.Event{Op: op, Key: k, Outcome: o, Token: tok, Reason: reason})
 }
 
-// fail is RedisStore's answer to a call that could not be made: here only
+// fail is the Redis store's answer to a call that could not be made: here only
 // a context that is already done.
 func (s *Store) fail(ctx context.Context, op string, k dedup.Key, err error) error {
 	s.observe(ctx, op, k, storerule.OutcomeError, 0, err.Error())
 	return fmt.Errorf("onceq: %s %q: %w", op, k.String(), err)
 }
 
-// ms is t as a record stamps it: to the millisecond, like RedisStore's.
+// ms is t as a record stamps it: to the millisecond, like the Redis store's.
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 
-// Claim implements dedup.Store.
-func (s *Store) Claim(ctx context.Context, k dedup.Key, fingerprint string, lease time.Duration, delivery string) (dedup.Claim, error) {
+// Claim implements storage.Store.
+func (s *Store) Claim(ctx context.Context, k dedup.Key, fingerprint string, lease time.Duration, delivery string) (storage.Claim, error) {
 	if err := storerule.AtLeastMS("lease", lease); err != nil {
-		return dedup.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
+		return storage.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
 	}
 	owner, reentrant := delivery, delivery != ""
 	if !reentrant {
 		owner = s.opts.Owner
 	}
 	if err := errors.Join(storerule.CheckField("fingerprint", fingerprint), storerule.CheckField("delivery", owner)); err != nil {
-		return dedup.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
+		return storage.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
 	}
 	if err := ctx.Err(); err != nil {
-		return dedup.Claim{}, s.fail(ctx, storerule.OpClaim, k, err)
+		return storage.Claim{}, s.fail(ctx, storerule.OpClaim, k, err)
 	}
 	s.mu.Lock()
 	c := s.claim(k, fingerprint, owner, reentrant, lease)
@@ -119,21 +120,21 @@ func (s *Store) Claim(ctx context.Context, k dedup.Key, fingerprint string, leas
 }
 
 // claim is claim.lua, with the first claim's SET NX folded in.
-func (s *Store) claim(k dedup.Key, fp, owner string, reentrant bool, lease time.Duration) dedup.Claim {
+func (s *Store) claim(k dedup.Key, fp, owner string, reentrant bool, lease time.Duration) storage.Claim {
 	now := s.now()
 	tok, att, firstSeen := storerule.NextToken(), 1, ms(now)
 	if r := s.record(k.String(), now); r != nil {
 		if r.state == dedup.StatusDone {
 			if storerule.Mismatch(r.fp, fp) {
-				return dedup.Claim{Outcome: dedup.Conflict, Fingerprint: r.fp}
+				return storage.Claim{Outcome: dedup.Conflict, Fingerprint: r.fp}
 			}
-			return dedup.Claim{Outcome: dedup.Duplicate, Result: []byte(r.tail), CompletedAt: r.updated}
+			return storage.Claim{Outcome: dedup.Duplicate, Result: []byte(r.tail), CompletedAt: r.updated}
 		}
 		left := r.expires.Sub(now) - r.grace
 		live := r.state == dedup.StatusRunning && left > 0
 		again := live && !storerule.Mismatch(r.fp, fp) && reentrant && r.owner == owner
 		if live && !again {
-			return dedup.Claim{Outcome: dedup.InProgress, LeaseUntil: now.Add(left), Owner: r.owner}
+			return storage.Claim{Outcome: dedup.InProgress, LeaseUntil: now.Add(left), Owner: r.owner}
 		}
 		tok, att, firstSeen = max(r.token+1, tok), r.attempts, r.firstSeen
 		if !again {
@@ -146,12 +147,12 @@ func (s *Store) claim(k dedup.Key, fp, owner string, reentrant bool, lease time.
 	s.put(k.String(), &record{state: dedup.StatusRunning, token: tok, owner: owner, attempts: att,
 		firstSeen: firstSeen, updated: ms(now), fp: fp, grace: s.opts.FailedTTL,
 		expires: now.Add(lease + s.opts.FailedTTL)})
-	return dedup.Claim{Outcome: dedup.Acquired, Hold: dedup.Hold{Key: k, Token: tok, Owner: owner},
+	return storage.Claim{Outcome: dedup.Acquired, Hold: storage.Hold{Key: k, Token: tok, Owner: owner},
 		Attempt: att, LeaseUntil: now.Add(lease)}
 }
 
-// Extend implements dedup.Store.
-func (s *Store) Extend(ctx context.Context, lease time.Duration, holds ...dedup.Hold) []error {
+// Extend implements storage.Store.
+func (s *Store) Extend(ctx context.Context, lease time.Duration, holds ...storage.Hold) []error {
 	errs := make([]error, len(holds))
 	if len(holds) == 0 {
 		return errs
@@ -177,7 +178,7 @@ func (s *Store) Extend(ctx context.Context, lease time.Duration, holds ...dedup.
 	for i, h := range holds {
 		if !held[i] {
 			s.observe(ctx, storerule.OpExtend, h.Key, storerule.OutcomeLeaseLost, h.Token, storerule.ReasonStale)
-			errs[i] = fmt.Errorf("onceq: extend %q: %w", h.Key.String(), dedup.ErrLeaseLost)
+			errs[i] = fmt.Errorf("onceq: extend %q: %w", h.Key.String(), storage.ErrLeaseLost)
 			continue
 		}
 		s.observe(ctx, storerule.OpExtend, h.Key, storerule.OutcomeExtended, h.Token, "")
@@ -185,11 +186,11 @@ func (s *Store) Extend(ctx context.Context, lease time.Duration, holds ...dedup.
 	return errs
 }
 
-// Complete implements dedup.Store.
-func (s *Store) Complete(ctx context.Context, h dedup.Hold, result []byte, ttl time.Duration) error {
+// Complete implements storage.Store.
+func (s *Store) Complete(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration) error {
 	if len(result) > s.opts.MaxResultBytes {
 		return fmt.Errorf("onceq: complete %q: %d bytes over %d: %w",
-			h.Key.String(), len(result), s.opts.MaxResultBytes, dedup.ErrResultTooLarge)
+			h.Key.String(), len(result), s.opts.MaxResultBytes, storage.ErrResultTooLarge)
 	}
 	ttl, err := storerule.DoneTTL(s.opts.DoneTTL, ttl)
 	if err != nil {
@@ -198,14 +199,14 @@ func (s *Store) Complete(ctx context.Context, h dedup.Hold, result []byte, ttl t
 	return s.finish(ctx, storerule.OpComplete, storerule.OutcomeCompleted, h, dedup.StatusDone, string(result), ttl)
 }
 
-// Release implements dedup.Store.
-func (s *Store) Release(ctx context.Context, h dedup.Hold, cause string) error {
+// Release implements storage.Store.
+func (s *Store) Release(ctx context.Context, h storage.Hold, cause string) error {
 	return s.finish(ctx, storerule.OpRelease, storerule.OutcomeReleased, h, dedup.StatusFailed, cause, s.opts.FailedTTL)
 }
 
 // finish is finish.lua: it ends the run of h, if h is current, in state
 // with tail, kept for ttl.
-func (s *Store) finish(ctx context.Context, op, ok string, h dedup.Hold, state dedup.Status, tail string, ttl time.Duration) error {
+func (s *Store) finish(ctx context.Context, op, ok string, h storage.Hold, state dedup.Status, tail string, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return s.fail(ctx, op, h.Key, err)
 	}
@@ -219,21 +220,21 @@ func (s *Store) finish(ctx context.Context, op, ok string, h dedup.Hold, state d
 	s.mu.Unlock()
 	if r == nil {
 		s.observe(ctx, op, h.Key, storerule.OutcomeLeaseLost, h.Token, storerule.ReasonStale)
-		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), dedup.ErrLeaseLost)
+		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), storage.ErrLeaseLost)
 	}
 	s.observe(ctx, op, h.Key, ok, h.Token, "")
 	return nil
 }
 
-// Status implements dedup.Store.
-func (s *Store) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
+// Status implements storage.Store.
+func (s *Store) Status(ctx context.Context, k dedup.Key) (storage.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return dedup.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+		return storage.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	rec := dedup.Record{Key: k, State: dedup.StatusUnknown}
+	rec := storage.Record{Key: k, State: dedup.StatusUnknown}
 	r := s.record(k.String(), now)
 	if r == nil {
 		return rec, nil
@@ -251,7 +252,7 @@ func (s *Store) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
 	return rec, nil
 }
 
-// Forget implements dedup.Store.
+// Forget implements storage.Store.
 func (s *Store) Forget(ctx context.Context, k dedup.Key) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("onceq: forget %q: %w", k.String(), err)
@@ -263,13 +264,13 @@ func (s *Store) Forget(ctx context.Context, k dedup.Key) error {
 	return nil
 }
 
-// Reserve implements dedup.Store.
-func (s *Store) Reserve(ctx context.Context, k dedup.Key, win time.Duration, holder string) (dedup.Reservation, error) {
+// Reserve implements storage.Store.
+func (s *Store) Reserve(ctx context.Context, k dedup.Key, win time.Duration, holder string) (storage.Reservation, error) {
 	if err := storerule.AtLeastMS("window", win); err != nil {
-		return dedup.Reservation{}, fmt.Errorf("onceq: reserve %q: %w", k.String(), err)
+		return storage.Reservation{}, fmt.Errorf("onceq: reserve %q: %w", k.String(), err)
 	}
 	if err := ctx.Err(); err != nil {
-		return dedup.Reservation{}, s.fail(ctx, storerule.OpReserve, k, err)
+		return storage.Reservation{}, s.fail(ctx, storerule.OpReserve, k, err)
 	}
 	s.mu.Lock()
 	now := s.now()
@@ -281,9 +282,9 @@ func (s *Store) Reserve(ctx context.Context, k dedup.Key, win time.Duration, hol
 	s.mu.Unlock()
 	if !held {
 		s.observe(ctx, storerule.OpReserve, k, storerule.OutcomeReserved, 0, "")
-		return dedup.Reservation{Reserved: true}, nil
+		return storage.Reservation{Reserved: true}, nil
 	}
-	r := dedup.Reservation{Holder: w.holder, RetryAfter: max(w.expires.Sub(now), 0)}
+	r := storage.Reservation{Holder: w.holder, RetryAfter: max(w.expires.Sub(now), 0)}
 	if r.Holder == holder {
 		// The same job again: its own window does not throttle it.
 		s.observe(ctx, storerule.OpReserve, k, storerule.OutcomeReserved, 0, storerule.ReasonSameHolder)
@@ -293,7 +294,7 @@ func (s *Store) Reserve(ctx context.Context, k dedup.Key, win time.Duration, hol
 	return r, nil
 }
 
-// Unreserve implements dedup.Store.
+// Unreserve implements storage.Store.
 func (s *Store) Unreserve(ctx context.Context, k dedup.Key, holder string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("onceq: unreserve %q: %w", k.String(), err)
@@ -319,7 +320,7 @@ func (s *Store) record(key string, now time.Time) *record {
 
 // held returns h's record if h is its current hold: running, with h's
 // token and owner. s.mu is held.
-func (s *Store) held(h dedup.Hold, now time.Time) *record {
+func (s *Store) held(h storage.Hold, now time.Time) *record {
 	r := s.record(h.Key.String(), now)
 	if r == nil || r.state != dedup.StatusRunning || r.token != h.Token || r.owner != h.Owner {
 		return nil

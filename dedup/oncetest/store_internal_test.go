@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func clockStore(t *testing.T, opts dedup.StoreOptions) (*Store, *Clock) {
+func clockStore(t *testing.T, opts storage.Options) (*Store, *Clock) {
 	t.Helper()
 	c := NewClock(epoch)
 	s, err := NewStoreWithClock(opts, c.Now)
@@ -27,7 +28,7 @@ func clockStore(t *testing.T, opts dedup.StoreOptions) (*Store, *Clock) {
 func TestLeaseEndsOnTheClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, clock := clockStore(t, dedup.StoreOptions{})
+	s, clock := clockStore(t, storage.Options{})
 	k := dedup.Key{Namespace: "payment:charge", ID: "clock"}
 
 	old := mustClaim(t, s, k, "fp", time.Minute, dedup.Acquired)
@@ -47,7 +48,7 @@ func TestLeaseEndsOnTheClock(t *testing.T) {
 	if fresh.Attempt != 2 || fresh.Hold.Token <= old.Hold.Token {
 		t.Fatalf("takeover: %+v after %+v", fresh, old)
 	}
-	if err := s.Complete(ctx, old.Hold, nil, 0); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Complete(ctx, old.Hold, nil, 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("stale complete: %v", err)
 	}
 }
@@ -56,7 +57,7 @@ func TestLeaseEndsOnTheClock(t *testing.T) {
 func TestTTLsOnTheClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, clock := clockStore(t, dedup.StoreOptions{})
+	s, clock := clockStore(t, storage.Options{})
 	done, failed, win := dedup.Key{Namespace: "t", ID: "done"}, dedup.Key{Namespace: "t", ID: "failed"}, dedup.Key{Namespace: "t", ID: "win"}
 
 	c := mustClaim(t, s, done, "", time.Minute, dedup.Acquired)
@@ -96,7 +97,7 @@ func TestTTLsOnTheClock(t *testing.T) {
 func TestExpiredEntriesAreDropped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, clock := clockStore(t, dedup.StoreOptions{DoneTTL: time.Second})
+	s, clock := clockStore(t, storage.Options{DoneTTL: time.Second})
 	const perRound = 100
 	for round := range 100 {
 		for i := range perRound {
@@ -125,7 +126,7 @@ func TestObserverMayCallTheStore(t *testing.T) {
 	ctx := context.Background()
 	var s *Store
 	seen := make(chan dedup.Status, 8)
-	s, err := NewStore(dedup.StoreOptions{Observer: func(ctx context.Context, e dedup.Event) {
+	s, err := NewStore(storage.Options{Observer: func(ctx context.Context, e dedup.Event) {
 		r, _ := s.Status(ctx, e.Key)
 		seen <- r.State
 	}})

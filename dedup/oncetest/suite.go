@@ -7,14 +7,15 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // NewStoreFunc makes a Store for TestStore: new and empty, built with opts
 // (its Observer included: the suite counts the events), or the error
 // dedup.NewRedisStore returns for those opts.
-type NewStoreFunc func(t *testing.T, opts dedup.StoreOptions) (dedup.Store, error)
+type NewStoreFunc func(t *testing.T, opts storage.Options) (storage.Store, error)
 
-// TestStore runs the dedup.Store contract against the stores newStore
+// TestStore runs the storage.Store contract against the stores newStore
 // makes: claim outcomes, fencing, re-entrant claims, TTLs, limits, windows
 // and events. RedisStore and this package's Store both pass it; a Store
 // that passes it can stand in for them. Subtests run in parallel, and each
@@ -62,14 +63,14 @@ type suite struct{ newStore NewStoreFunc }
 
 // fixture is one store of a subtest, with the events it reported.
 type fixture struct {
-	dedup.Store
+	storage.Store
 	rec *Recorder
 	// grace is the FailedTTL: how long a running record outlives its lease.
 	grace time.Duration
 }
 
 // open returns a new store with opts, its events recorded.
-func (st suite) open(t *testing.T, opts dedup.StoreOptions) *fixture {
+func (st suite) open(t *testing.T, opts storage.Options) *fixture {
 	t.Helper()
 	f := &fixture{rec: &Recorder{}, grace: opts.FailedTTL}
 	if f.grace == 0 {
@@ -120,7 +121,7 @@ func mustKey(t *testing.T, ns, id string) dedup.Key {
 	return k
 }
 
-func mustClaim(t *testing.T, s dedup.Store, k dedup.Key, fp string, lease time.Duration, want dedup.Decision) dedup.Claim {
+func mustClaim(t *testing.T, s storage.Store, k dedup.Key, fp string, lease time.Duration, want dedup.Decision) storage.Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), k, fp, lease, "")
 	if err != nil {

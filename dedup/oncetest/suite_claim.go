@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 func testClaimLifecycle(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	rec := s.rec
 	k := mustKey(t, "email:send", "welcome-1")
 
@@ -54,7 +55,7 @@ func testClaimLifecycle(t *testing.T, st suite) {
 
 func testReleaseAllowsNextClaim(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "payment:charge", "pmt-1")
 
 	c1 := mustClaim(t, s, k, "fp", time.Minute, dedup.Acquired)
@@ -73,7 +74,7 @@ func testReleaseAllowsNextClaim(t *testing.T, st suite) {
 		t.Fatalf("second claim: attempt %d token %d (first %d)", c2.Attempt, c2.Hold.Token, c1.Hold.Token)
 	}
 	// The old token is dead: releasing or completing with it changes nothing.
-	if err := s.Release(ctx, c1.Hold, "late"); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Release(ctx, c1.Hold, "late"); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("stale release: %v, want ErrLeaseLost", err)
 	}
 	if err := s.Complete(ctx, c2.Hold, nil, 0); err != nil {
@@ -86,7 +87,7 @@ func testReleaseAllowsNextClaim(t *testing.T, st suite) {
 
 func testConcurrentClaimsOneWinner(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "scan:file", "doc-1")
 
 	const n = 64
@@ -123,7 +124,7 @@ func testConcurrentClaimsOneWinner(t *testing.T, st suite) {
 
 func testMismatch(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	rec := s.rec
 	k := mustKey(t, "payment:charge", "pmt-2")
 
@@ -148,18 +149,18 @@ func testMismatch(t *testing.T, st suite) {
 // stored, so the done record then guards the corrected payload.
 func testOtherFingerprintTakesOverFailedOrExpired(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	rec := s.rec
 	for _, tt := range []struct {
 		name string
-		end  func(t *testing.T, k dedup.Key, c dedup.Claim)
+		end  func(t *testing.T, k dedup.Key, c storage.Claim)
 	}{
-		{"failed", func(t *testing.T, _ dedup.Key, c dedup.Claim) {
+		{"failed", func(t *testing.T, _ dedup.Key, c storage.Claim) {
 			if err := s.Release(ctx, c.Hold, "declined"); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"expired", func(t *testing.T, k dedup.Key, _ dedup.Claim) { s.waitLeaseEnd(t, k) }},
+		{"expired", func(t *testing.T, k dedup.Key, _ storage.Claim) { s.waitLeaseEnd(t, k) }},
 	} {
 		k := mustKey(t, "payment:charge", "takeover-"+tt.name)
 		old := mustClaim(t, s, k, "fp-a", 30*time.Millisecond, dedup.Acquired)
@@ -188,7 +189,7 @@ func testOtherFingerprintTakesOverFailedOrExpired(t *testing.T, st suite) {
 // without one, still sees it in progress.
 func testReentrantClaimSameDeliveryOnly(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "payment:charge", "again")
 	mine, other := "boot-a/task-1", "boot-b/task-1"
 
@@ -206,7 +207,7 @@ func testReentrantClaimSameDeliveryOnly(t *testing.T, st suite) {
 	if err != nil || again.Outcome != dedup.Acquired || again.Hold.Token <= first.Hold.Token || again.Attempt != 1 {
 		t.Fatalf("same delivery again: %+v %v (first token %d)", again, err, first.Hold.Token)
 	}
-	if err := s.Complete(ctx, first.Hold, nil, 0); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Complete(ctx, first.Hold, nil, 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("the lost claim's hold must be fenced out: %v", err)
 	}
 	if c, err := s.Claim(ctx, k, "fp-other", time.Minute, mine); err != nil || c.Outcome != dedup.InProgress {
@@ -222,7 +223,7 @@ func testReentrantClaimSameDeliveryOnly(t *testing.T, st suite) {
 
 func testClaimRejectsSeparator(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "t", "sep")
 	if _, err := s.Claim(ctx, k, "a|b", time.Minute, ""); err == nil || !strings.Contains(err.Error(), "'|'") {
 		t.Fatalf("fingerprint with '|': %v", err)
@@ -230,7 +231,7 @@ func testClaimRejectsSeparator(t *testing.T, st suite) {
 	if _, err := s.Claim(ctx, k, "", time.Minute, "x|y"); err == nil {
 		t.Fatal("delivery with '|' accepted")
 	}
-	if _, err := st.newStore(t, dedup.StoreOptions{Owner: "a|b"}); err == nil {
+	if _, err := st.newStore(t, storage.Options{Owner: "a|b"}); err == nil {
 		t.Fatal("owner with '|' accepted")
 	}
 	if r, _ := s.Status(ctx, k); r.State != dedup.StatusUnknown {

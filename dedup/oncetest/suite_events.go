@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Every decision is one event, in the order made, with the words logs and
 // metrics carry; a hold's token where there is one.
 func testEvents(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k, w := mustKey(t, "email:send", "events"), mustKey(t, "email:send", "events-window")
 
 	first := mustClaim(t, s, k, "fp", time.Minute, dedup.Acquired)
@@ -78,7 +79,7 @@ func testEvents(t *testing.T, st suite) {
 // cause, never a decision; the calls that decide report it as an error
 // event.
 func testCancelledContext(t *testing.T, st suite) {
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "t", "cancelled")
 	c := mustClaim(t, s, k, "", time.Minute, dedup.Acquired)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // A worker whose lease expired is fenced out: the next claim gets a larger
 // token, and the stale holder can neither extend, complete nor release.
 func testStaleWorkerFencedOut(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	rec := s.rec
 	k := mustKey(t, "payment:charge", "pmt-3")
 
@@ -25,16 +26,16 @@ func testStaleWorkerFencedOut(t *testing.T, st suite) {
 	if fresh.Hold.Token <= stale.Hold.Token || fresh.Attempt != 2 {
 		t.Fatalf("takeover: token %d after %d, attempt %d", fresh.Hold.Token, stale.Hold.Token, fresh.Attempt)
 	}
-	if errs := s.Extend(ctx, time.Minute, stale.Hold); !errors.Is(errs[0], dedup.ErrLeaseLost) {
+	if errs := s.Extend(ctx, time.Minute, stale.Hold); !errors.Is(errs[0], storage.ErrLeaseLost) {
 		t.Fatalf("stale extend: %v", errs[0])
 	}
-	if err := s.Complete(ctx, stale.Hold, []byte("stale"), 0); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Complete(ctx, stale.Hold, []byte("stale"), 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("stale complete: %v, want ErrLeaseLost", err)
 	}
 	if err := s.Complete(ctx, fresh.Hold, []byte("fresh"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Release(ctx, stale.Hold, "stale"); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Release(ctx, stale.Hold, "stale"); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("stale release after completion: %v", err)
 	}
 	r, _ := s.Status(ctx, k)
@@ -51,14 +52,14 @@ func testStaleWorkerFencedOut(t *testing.T, st suite) {
 // expiry) writes nothing.
 func testSameTokenOtherOwnerFencedOut(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "payment:charge", "twin")
 	c := mustClaim(t, s, k, "fp", time.Minute, dedup.Acquired)
-	twin := dedup.Hold{Key: k, Token: c.Hold.Token, Owner: c.Hold.Owner + "x"}
-	if err := s.Complete(ctx, twin, []byte("twin"), 0); !errors.Is(err, dedup.ErrLeaseLost) {
+	twin := storage.Hold{Key: k, Token: c.Hold.Token, Owner: c.Hold.Owner + "x"}
+	if err := s.Complete(ctx, twin, []byte("twin"), 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("complete by a same-token twin: %v, want ErrLeaseLost", err)
 	}
-	if errs := s.Extend(ctx, time.Minute, twin); !errors.Is(errs[0], dedup.ErrLeaseLost) {
+	if errs := s.Extend(ctx, time.Minute, twin); !errors.Is(errs[0], storage.ErrLeaseLost) {
 		t.Fatalf("extend by a same-token twin: %v", errs[0])
 	}
 	if err := s.Complete(ctx, c.Hold, []byte("real"), 0); err != nil {
@@ -70,7 +71,7 @@ func testSameTokenOtherOwnerFencedOut(t *testing.T, st suite) {
 // forgotten record can never match a new one.
 func testTokenGrowsAcrossExpiry(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{FailedTTL: time.Millisecond})
+	s := st.open(t, storage.Options{FailedTTL: time.Millisecond})
 	k := mustKey(t, "email:send", "e-expire")
 	old := mustClaim(t, s, k, "fp", 5*time.Millisecond, dedup.Acquired)
 	if err := s.Forget(ctx, k); err != nil {
@@ -80,14 +81,14 @@ func testTokenGrowsAcrossExpiry(t *testing.T, st suite) {
 	if c.Hold.Token <= old.Hold.Token || c.Attempt != 1 {
 		t.Fatalf("new record: token %d (old %d), attempt %d", c.Hold.Token, old.Hold.Token, c.Attempt)
 	}
-	if err := s.Complete(ctx, old.Hold, nil, 0); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Complete(ctx, old.Hold, nil, 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("complete with a token from a forgotten record: %v", err)
 	}
 }
 
 func testExtendKeepsLeaseAlive(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k1, k2 := mustKey(t, "scan:file", "x1"), mustKey(t, "scan:file", "x2")
 	c1 := mustClaim(t, s, k1, "", 40*time.Millisecond, dedup.Acquired)
 	c2 := mustClaim(t, s, k2, "", 40*time.Millisecond, dedup.Acquired)
@@ -95,10 +96,10 @@ func testExtendKeepsLeaseAlive(t *testing.T, st suite) {
 	// lease ends, c1's would have too.
 	unextended := mustKey(t, "scan:file", "x3")
 	mustClaim(t, s, unextended, "", 40*time.Millisecond, dedup.Acquired)
-	gone := dedup.Hold{Key: mustKey(t, "scan:file", "never-claimed"), Token: 7}
+	gone := storage.Hold{Key: mustKey(t, "scan:file", "never-claimed"), Token: 7}
 
 	errs := s.Extend(ctx, time.Minute, c1.Hold, c2.Hold, gone)
-	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], dedup.ErrLeaseLost) {
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], storage.ErrLeaseLost) {
 		t.Fatalf("extend: %v", errs)
 	}
 	s.waitLeaseEnd(t, unextended)
@@ -114,7 +115,7 @@ func testExtendKeepsLeaseAlive(t *testing.T, st suite) {
 // holder of its last token, and no call fails.
 func testConcurrentRuns(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	const workers = 8
 	var keys []dedup.Key
 	for i := range 16 {

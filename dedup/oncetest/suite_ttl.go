@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Complete's doneTTL keeps one done record for its own TTL; without it the
 // store's DoneTTL applies.
 func testCompleteDoneTTL(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{DoneTTL: 24 * time.Hour})
+	s := st.open(t, storage.Options{DoneTTL: 24 * time.Hour})
 	for _, tt := range []struct {
 		id       string
 		ttl      time.Duration
@@ -43,10 +44,10 @@ func testCompleteDoneTTL(t *testing.T, st suite) {
 
 func testResultTooLarge(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{MaxResultBytes: 8})
+	s := st.open(t, storage.Options{MaxResultBytes: 8})
 	k := mustKey(t, "t", "big")
 	c := mustClaim(t, s, k, "", time.Minute, dedup.Acquired)
-	if err := s.Complete(ctx, c.Hold, []byte("123456789"), 0); !errors.Is(err, dedup.ErrResultTooLarge) {
+	if err := s.Complete(ctx, c.Hold, []byte("123456789"), 0); !errors.Is(err, storage.ErrResultTooLarge) {
 		t.Fatalf("complete: %v, want ErrResultTooLarge", err)
 	}
 	if r, _ := s.Status(ctx, k); r.State != dedup.StatusRunning {
@@ -59,7 +60,7 @@ func testResultTooLarge(t *testing.T, st suite) {
 
 func testStatusAbsentAndForget(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "t", "absent")
 	if r, err := s.Status(ctx, k); err != nil || r.State != dedup.StatusUnknown {
 		t.Fatalf("status of nothing: %+v %v", r, err)
@@ -79,7 +80,7 @@ func testStatusAbsentAndForget(t *testing.T, st suite) {
 // window after itself. Then the key is as if it had never been seen.
 func testExpiry(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{DoneTTL: 50 * time.Millisecond, FailedTTL: 50 * time.Millisecond})
+	s := st.open(t, storage.Options{DoneTTL: 50 * time.Millisecond, FailedTTL: 50 * time.Millisecond})
 	done, failed, running := mustKey(t, "t", "done"), mustKey(t, "t", "failed"), mustKey(t, "t", "running")
 	win := mustKey(t, "t", "window")
 
@@ -112,7 +113,7 @@ func testExpiry(t *testing.T, st suite) {
 // one 1h, a running one its lease plus 1h, results up to 64 KiB.
 func testDefaults(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	within := func(what string, got, lo, hi time.Duration) {
 		t.Helper()
 		if got <= lo || got > hi {
@@ -123,7 +124,7 @@ func testDefaults(t *testing.T, st suite) {
 	c := mustClaim(t, s, k, "", time.Minute, dedup.Acquired)
 	r, _ := s.Status(ctx, k)
 	within("a running record", r.ExpiresIn, time.Hour, time.Hour+time.Minute)
-	if err := s.Complete(ctx, c.Hold, bytes.Repeat([]byte("x"), 64<<10+1), 0); !errors.Is(err, dedup.ErrResultTooLarge) {
+	if err := s.Complete(ctx, c.Hold, bytes.Repeat([]byte("x"), 64<<10+1), 0); !errors.Is(err, storage.ErrResultTooLarge) {
 		t.Fatalf("a result over 64 KiB: %v, want ErrResultTooLarge", err)
 	}
 	if err := s.Complete(ctx, c.Hold, bytes.Repeat([]byte("x"), 64<<10), 0); err != nil {
@@ -150,7 +151,7 @@ func testDefaults(t *testing.T, st suite) {
 // or the call fails and nothing is written.
 func testLimits(t *testing.T, st suite) {
 	ctx := context.Background()
-	for name, opts := range map[string]dedup.StoreOptions{
+	for name, opts := range map[string]storage.Options{
 		"DoneTTL below 1ms":       {DoneTTL: 500 * time.Microsecond},
 		"negative FailedTTL":      {FailedTTL: -time.Second},
 		"negative MaxResultBytes": {MaxResultBytes: -1},
@@ -160,7 +161,7 @@ func testLimits(t *testing.T, st suite) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	s := st.open(t, dedup.StoreOptions{Owner: "test-owner"})
+	s := st.open(t, storage.Options{Owner: "test-owner"})
 	k := mustKey(t, "t", "limits")
 	if _, err := s.Claim(ctx, k, "", 500*time.Microsecond, ""); err == nil {
 		t.Error("a lease below 1ms was accepted")

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 func testReserveWindow(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	rec := s.rec
 	k := mustKey(t, "file_scan", "file-123")
 
@@ -54,7 +55,7 @@ func testReserveWindow(t *testing.T, st suite) {
 // Forget frees the key's window along with its record.
 func testForgetFreesWindow(t *testing.T, st suite) {
 	ctx := context.Background()
-	s := st.open(t, dedup.StoreOptions{})
+	s := st.open(t, storage.Options{})
 	k := mustKey(t, "file_scan", "forget-me")
 	if r, err := s.Reserve(ctx, k, time.Minute, "task-a"); err != nil || !r.Reserved {
 		t.Fatalf("reserve: %+v %v", r, err)

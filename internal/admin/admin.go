@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/httpauth"
 )
 
@@ -132,7 +133,7 @@ const dashboardRoot = "/monitoring"
 // which opens a job's task page by its onceq key. readOnly hides every
 // action that changes queues.
 func Dashboard(rdb redis.UniversalClient, readOnly bool) (http.Handler, error) {
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{}) // only read: its TTLs do not matter
+	store, err := dedup.NewRedisStore(rdb, storage.Options{}) // only read: its TTLs do not matter
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/httpidem"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/tasks"
 )
 
@@ -25,7 +26,7 @@ type Options struct {
 	// Store holds the HTTP replay records (namespace "http") and answers
 	// job status reads. Its DoneTTL is how long a response is replayed, so
 	// give the API a store of its own. Required.
-	Store dedup.Store
+	Store storage.Store
 	// Catalog builds every job: routes, key rules, windows. Default: the
 	// built-in task types under the default windows.
 	Catalog *tasks.Catalog

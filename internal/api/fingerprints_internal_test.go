@@ -9,6 +9,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // A retry of the same bytes under the same key is answered without
@@ -17,7 +18,7 @@ import (
 func TestReplayOfTheSameBytesSkipsTheBuild(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

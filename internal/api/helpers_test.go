@@ -20,6 +20,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -42,8 +43,8 @@ const (
 type env struct {
 	t       testing.TB
 	rdb     redis.UniversalClient
-	jobs    *dedup.RedisStore // the producer's and workers' records
-	replays *dedup.RedisStore // the API's HTTP replay records
+	jobs    storage.Store // the producer's and workers' records
+	replays storage.Store // the API's HTTP replay records
 	insp    *asynq.Inspector
 	h       *api.Handler
 	srv     *httptest.Server
@@ -62,10 +63,10 @@ func newEnvOn(t testing.TB, rdb redis.UniversalClient, mods ...func(*api.Options
 	t.Helper()
 	e := &env{t: t, rdb: rdb, insp: asynq.NewInspectorFromRedisClient(rdb), now: time.Now()}
 	var err error
-	if e.jobs, err = dedup.NewRedisStore(rdb, dedup.StoreOptions{}); err != nil {
+	if e.jobs, err = dedup.NewRedisStore(rdb, storage.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if e.replays, err = dedup.NewRedisStore(rdb, dedup.StoreOptions{DoneTTL: time.Hour}); err != nil {
+	if e.replays, err = dedup.NewRedisStore(rdb, storage.Options{DoneTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	o := api.Options{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -102,7 +103,7 @@ func FuzzIngest(f *testing.F) {
 	f.Cleanup(mr.Close)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	f.Cleanup(func() { rdb.Close() })
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}

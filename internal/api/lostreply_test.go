@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/api"
 )
 
@@ -120,7 +121,7 @@ func TestRedisFailureMidEnqueueIsAmbiguous503(t *testing.T) {
 	t.Cleanup(func() { prdb.Close() })
 	f := &failing{}
 	prdb.AddHook(f)
-	jobs, err := dedup.NewRedisStore(prdb, dedup.StoreOptions{})
+	jobs, err := dedup.NewRedisStore(prdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,14 +159,14 @@ func TestReplayFromAnotherReplica(t *testing.T) {
 // loseClaimReply runs the first Claim and then reports its reply lost, as
 // a timed-out read does after Redis ran the command.
 type loseClaimReply struct {
-	dedup.Store
+	storage.Store
 	lost atomic.Bool
 }
 
-func (s *loseClaimReply) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration, delivery string) (dedup.Claim, error) {
+func (s *loseClaimReply) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration, delivery string) (storage.Claim, error) {
 	c, err := s.Store.Claim(ctx, k, fp, lease, delivery)
 	if err == nil && s.lost.CompareAndSwap(false, true) {
-		return dedup.Claim{}, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}
+		return storage.Claim{}, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}
 	}
 	return c, err
 }
@@ -235,7 +236,7 @@ func TestLostEnqueueReplyJobIsTheCallers(t *testing.T) {
 	t.Cleanup(func() { prdb.Close() })
 	lose := &loseEnqueueReply{}
 	prdb.AddHook(lose)
-	jobs, err := dedup.NewRedisStore(prdb, dedup.StoreOptions{})
+	jobs, err := dedup.NewRedisStore(prdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

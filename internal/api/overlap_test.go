@@ -13,17 +13,18 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/api"
 )
 
 // heldComplete holds every Complete of its store until release is closed.
 type heldComplete struct {
-	dedup.Store
+	storage.Store
 	release  chan struct{}
 	returned atomic.Bool
 }
 
-func (s *heldComplete) Complete(ctx context.Context, h dedup.Hold, result []byte, ttl time.Duration) error {
+func (s *heldComplete) Complete(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration) error {
 	defer s.returned.Store(true)
 	select {
 	case <-s.release:

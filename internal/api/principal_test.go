@@ -8,6 +8,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/tasks"
 )
@@ -166,7 +167,7 @@ func TestRateRulePerClient(t *testing.T) {
 func TestReservedClientNames(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	store, _ := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, _ := dedup.NewRedisStore(rdb, storage.Options{})
 	for _, name := range []string{"anonymous", "webhook-acme", "token-0123abcd"} {
 		_, err := api.New(api.Options{Producer: oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}), Store: store, Redis: rdb,
 			Clients: []api.Client{{Name: name, Token: "tok-0123456789abcdef"}}})

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 )
 
@@ -192,7 +192,7 @@ func (w *worker) owner() string {
 
 // owns reports whether a record's owner is this worker process: records
 // name host/pid/boot id, then the asynq task id of the delivery.
-func (w *worker) owns(rec dedup.Record) bool {
+func (w *worker) owns(rec storage.Record) bool {
 	return strings.HasPrefix(rec.Owner, w.owner()+"/")
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -45,7 +46,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	// as errors and they must retry themselves, as an application would.
 	prdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { prdb.Close() })
-	pstore, err := dedup.NewRedisStore(prdb, dedup.StoreOptions{})
+	pstore, err := dedup.NewRedisStore(prdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

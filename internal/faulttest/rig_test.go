@@ -15,6 +15,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
 )
@@ -25,7 +26,7 @@ type rig struct {
 	t      *testing.T
 	redis  *redistest.Server
 	rdb    *redis.Client
-	store  *dedup.RedisStore
+	store  storage.Store
 	prod   *dedup.Producer
 	client *asynq.Client
 	insp   *asynq.Inspector
@@ -38,7 +39,7 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 	binaries(t) // build before the clocks of the scenario start
 	srv := redistest.Start(t, redisArgs...)
 	rdb := srv.Client(t)
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func (r *rig) redeliver(j dedup.Job) *asynq.TaskInfo {
 	return info
 }
 
-func (r *rig) status(k dedup.Key) dedup.Record {
+func (r *rig) status(k dedup.Key) storage.Record {
 	r.t.Helper()
 	rec, err := r.store.Status(context.Background(), k)
 	if err != nil {

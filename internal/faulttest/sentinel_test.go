@@ -18,6 +18,7 @@ import (
 	"github.com/onceq/onceq/config"
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/daemon"
 	"github.com/onceq/onceq/internal/testenv"
 )
@@ -57,7 +58,7 @@ func sentinelStream(t *testing.T, mode string, minReplicas int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

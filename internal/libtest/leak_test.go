@@ -11,6 +11,7 @@ import (
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The middleware's heartbeat goroutine ends with Shutdown.
@@ -19,7 +20,7 @@ func TestMiddlewareLeavesNoGoroutines(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	defer rdb.Close()
-	s, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	s, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // The embedded default runs on miniredis: SET NX GET, the scripts and the
@@ -20,7 +21,7 @@ func TestStoreOnMiniredis(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	s := newStore(t, rdb, dedup.StoreOptions{FailedTTL: time.Second})
+	s := newStore(t, rdb, storage.Options{FailedTTL: time.Second})
 	k := mustKey(t, "email:send", "mini")
 
 	stale := mustClaim(t, s, k, "fp", time.Minute, dedup.Acquired)
@@ -30,7 +31,7 @@ func TestStoreOnMiniredis(t *testing.T) {
 	if fresh.Attempt != 2 || fresh.Hold.Token <= stale.Hold.Token {
 		t.Fatalf("takeover: %+v", fresh)
 	}
-	if err := s.Complete(ctx, stale.Hold, nil, 0); !errors.Is(err, dedup.ErrLeaseLost) {
+	if err := s.Complete(ctx, stale.Hold, nil, 0); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("stale complete: %v", err)
 	}
 	if errs := s.Extend(ctx, time.Minute, fresh.Hold); errs[0] != nil {
@@ -48,7 +49,7 @@ func TestStoreOnMiniredis(t *testing.T) {
 	}
 }
 
-func newStore(t *testing.T, rdb redis.UniversalClient, opts dedup.StoreOptions) *dedup.RedisStore {
+func newStore(t *testing.T, rdb redis.UniversalClient, opts storage.Options) storage.Store {
 	t.Helper()
 	s, err := dedup.NewRedisStore(rdb, opts)
 	if err != nil {
@@ -66,7 +67,7 @@ func mustKey(t *testing.T, ns, id string) dedup.Key {
 	return k
 }
 
-func mustClaim(t *testing.T, s dedup.Store, k dedup.Key, fp string, lease time.Duration, want dedup.Decision) dedup.Claim {
+func mustClaim(t *testing.T, s storage.Store, k dedup.Key, fp string, lease time.Duration, want dedup.Decision) storage.Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), k, fp, lease, "")
 	if err != nil || c.Outcome != want {

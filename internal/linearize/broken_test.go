@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // TestBrokenStoresAreCaught runs deliberately broken stores through the
@@ -28,7 +29,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 		{"complete without the token check", brokenStore{noFence: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mk := func(rdb redis.UniversalClient, owner string) (dedup.Store, error) {
+			mk := func(rdb redis.UniversalClient, owner string) (storage.Store, error) {
 				b := tc.broken
 				b.rdb, b.owner = rdb, owner
 				return &b, nil
@@ -71,7 +72,7 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 	}
 }
 
-// brokenStore is a dedup.Store with one deliberate flaw, on plain Redis
+// brokenStore is a storage.Store with one deliberate flaw, on plain Redis
 // commands and a hash record: splitClaim reads the record
 // and writes its claim in a second round trip, so two clients can both
 // acquire; noFence completes a running record whatever the caller's token.
@@ -82,7 +83,7 @@ type brokenStore struct {
 	splitClaim, noFence bool
 }
 
-var _ dedup.Store = (*brokenStore)(nil)
+var _ storage.Store = (*brokenStore)(nil)
 
 var errNotModelled = errors.New("broken store: not part of the record model")
 
@@ -148,19 +149,19 @@ func (s *brokenStore) update(ctx context.Context, key string, atomic bool, decid
 
 func num(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
 
-func (s *brokenStore) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration, delivery string) (dedup.Claim, error) {
-	var c dedup.Claim
+func (s *brokenStore) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration, delivery string) (storage.Claim, error) {
+	var c storage.Claim
 	err := s.update(ctx, s.key(k), !s.splitClaim, func(now time.Time, m map[string]string) *write {
 		if st := m["st"]; st != "" {
 			switch {
 			case st == "done" && fp != "" && m["fp"] != "" && m["fp"] != fp:
-				c = dedup.Claim{Outcome: dedup.Conflict, Fingerprint: m["fp"]}
+				c = storage.Claim{Outcome: dedup.Conflict, Fingerprint: m["fp"]}
 				return nil
 			case st == "done":
-				c = dedup.Claim{Outcome: dedup.Duplicate, Result: []byte(m["res"])}
+				c = storage.Claim{Outcome: dedup.Duplicate, Result: []byte(m["res"])}
 				return nil
 			case st == "running" && num(m["lu"]) > now.UnixMilli():
-				c = dedup.Claim{Outcome: dedup.InProgress, LeaseUntil: time.UnixMilli(num(m["lu"])), Owner: m["own"]}
+				c = storage.Claim{Outcome: dedup.InProgress, LeaseUntil: time.UnixMilli(num(m["lu"])), Owner: m["own"]}
 				return nil
 			}
 		}
@@ -171,7 +172,7 @@ func (s *brokenStore) Claim(ctx context.Context, k dedup.Key, fp string, lease t
 		if m["st"] == "" || fp != "" {
 			set["fp"] = fp
 		}
-		c = dedup.Claim{Outcome: dedup.Acquired, Hold: dedup.Hold{Key: k, Token: tok}, Attempt: int(att), LeaseUntil: time.UnixMilli(lu)}
+		c = storage.Claim{Outcome: dedup.Acquired, Hold: storage.Hold{Key: k, Token: tok}, Attempt: int(att), LeaseUntil: time.UnixMilli(lu)}
 		// A running record keeps no cause, as dedup's packed record.
 		return &write{set: set, del: []string{"err"}, ttl: lease + time.Hour}
 	})
@@ -180,7 +181,7 @@ func (s *brokenStore) Claim(ctx context.Context, k dedup.Key, fp string, lease t
 
 // fenced writes w for a running record held under h's token (any token
 // with checkToken false).
-func (s *brokenStore) fenced(ctx context.Context, h dedup.Hold, checkToken bool, w func(now time.Time) write) error {
+func (s *brokenStore) fenced(ctx context.Context, h storage.Hold, checkToken bool, w func(now time.Time) write) error {
 	lost := false
 	err := s.update(ctx, s.key(h.Key), true, func(now time.Time, m map[string]string) *write {
 		lost = m["st"] != "running" || (checkToken && num(m["tok"]) != h.Token)
@@ -191,12 +192,12 @@ func (s *brokenStore) fenced(ctx context.Context, h dedup.Hold, checkToken bool,
 		return &wr
 	})
 	if err == nil && lost {
-		err = dedup.ErrLeaseLost
+		err = storage.ErrLeaseLost
 	}
 	return err
 }
 
-func (s *brokenStore) Extend(ctx context.Context, lease time.Duration, holds ...dedup.Hold) []error {
+func (s *brokenStore) Extend(ctx context.Context, lease time.Duration, holds ...storage.Hold) []error {
 	errs := make([]error, len(holds))
 	for i, h := range holds {
 		errs[i] = s.fenced(ctx, h, true, func(now time.Time) write {
@@ -206,24 +207,24 @@ func (s *brokenStore) Extend(ctx context.Context, lease time.Duration, holds ...
 	return errs
 }
 
-func (s *brokenStore) Complete(ctx context.Context, h dedup.Hold, result []byte, _ time.Duration) error {
+func (s *brokenStore) Complete(ctx context.Context, h storage.Hold, result []byte, _ time.Duration) error {
 	return s.fenced(ctx, h, !s.noFence, func(time.Time) write {
 		return write{set: map[string]any{"st": "done", "res": result}, del: []string{"lu", "err"}, ttl: 24 * time.Hour}
 	})
 }
 
-func (s *brokenStore) Release(ctx context.Context, h dedup.Hold, cause string) error {
+func (s *brokenStore) Release(ctx context.Context, h storage.Hold, cause string) error {
 	return s.fenced(ctx, h, true, func(time.Time) write {
 		return write{set: map[string]any{"st": "failed", "err": cause}, del: []string{"lu"}, ttl: time.Hour}
 	})
 }
 
-func (s *brokenStore) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
+func (s *brokenStore) Status(ctx context.Context, k dedup.Key) (storage.Record, error) {
 	m, err := s.rdb.HGetAll(ctx, s.key(k)).Result()
 	if err != nil {
-		return dedup.Record{}, err
+		return storage.Record{}, err
 	}
-	r := dedup.Record{Key: k, State: dedup.StatusUnknown}
+	r := storage.Record{Key: k, State: dedup.StatusUnknown}
 	if len(m) == 0 {
 		return r, nil
 	}
@@ -240,8 +241,8 @@ func (s *brokenStore) Status(ctx context.Context, k dedup.Key) (dedup.Record, er
 
 func (s *brokenStore) Forget(context.Context, dedup.Key) error { return errNotModelled }
 
-func (s *brokenStore) Reserve(context.Context, dedup.Key, time.Duration, string) (dedup.Reservation, error) {
-	return dedup.Reservation{}, errNotModelled
+func (s *brokenStore) Reserve(context.Context, dedup.Key, time.Duration, string) (storage.Reservation, error) {
+	return storage.Reservation{}, errNotModelled
 }
 
 func (s *brokenStore) Unreserve(context.Context, dedup.Key, string) error { return errNotModelled }

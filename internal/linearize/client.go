@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
-// Client is one concurrent caller of a dedup.Store whose every Claim,
+// Client is one concurrent caller of a storage.Store whose every Claim,
 // Extend, Complete, Release and Status lands in a History. This file is the
 // only place that maps Store calls and their results to model operations.
 //
@@ -17,13 +18,13 @@ import (
 // NotSent proves it never left the client.
 type Client struct {
 	ID    int
-	Store dedup.Store
+	Store storage.Store
 	// Owner is the store's owner name, which InProgress reports back.
 	Owner string
 	// Delivery, if set, names the delivery the client's claims belong to:
 	// Claim makes them as that delivery, so they are re-entrant for
 	// it and the store records it as their owner (Rules.Reentrant). One
-	// delivery must not claim twice at once (see dedup.Store.Claim).
+	// delivery must not claim twice at once (see storage.Store.Claim).
 	Delivery string
 	History  *History
 	// NotSent reports errors that prove the call never reached Redis
@@ -40,7 +41,7 @@ func (c *Client) lost(op *Op, err error) {
 }
 
 // Claim calls Store.Claim.
-func (c *Client) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration) (dedup.Claim, error) {
+func (c *Client) Claim(ctx context.Context, k dedup.Key, fp string, lease time.Duration) (storage.Claim, error) {
 	owner := c.Owner
 	if c.Delivery != "" {
 		owner = c.Delivery
@@ -64,19 +65,19 @@ func (c *Client) Claim(ctx context.Context, k dedup.Key, fp string, lease time.D
 }
 
 // Extend calls Store.Extend for one hold.
-func (c *Client) Extend(ctx context.Context, lease time.Duration, h dedup.Hold) error {
+func (c *Client) Extend(ctx context.Context, lease time.Duration, h storage.Hold) error {
 	op := c.History.Begin(c.ID, Input{Kind: Extend, Key: h.Key.String(), LeaseMs: lease.Milliseconds(), Token: h.Token})
 	return c.fenced(op, c.Store.Extend(ctx, lease, h)[0])
 }
 
 // Complete calls Store.Complete.
-func (c *Client) Complete(ctx context.Context, h dedup.Hold, result string) error {
+func (c *Client) Complete(ctx context.Context, h storage.Hold, result string) error {
 	op := c.History.Begin(c.ID, Input{Kind: Complete, Key: h.Key.String(), Token: h.Token, Value: result})
 	return c.fenced(op, c.Store.Complete(ctx, h, []byte(result), 0))
 }
 
 // Release calls Store.Release.
-func (c *Client) Release(ctx context.Context, h dedup.Hold, cause string) error {
+func (c *Client) Release(ctx context.Context, h storage.Hold, cause string) error {
 	op := c.History.Begin(c.ID, Input{Kind: Release, Key: h.Key.String(), Token: h.Token, Value: cause})
 	return c.fenced(op, c.Store.Release(ctx, h, cause))
 }
@@ -85,7 +86,7 @@ func (c *Client) fenced(op *Op, err error) error {
 	switch {
 	case err == nil:
 		op.End(Output{})
-	case errors.Is(err, dedup.ErrLeaseLost):
+	case errors.Is(err, storage.ErrLeaseLost):
 		op.End(Output{LeaseLost: true})
 	default:
 		c.lost(op, err)
@@ -94,7 +95,7 @@ func (c *Client) fenced(op *Op, err error) error {
 }
 
 // Status calls Store.Status.
-func (c *Client) Status(ctx context.Context, k dedup.Key) (dedup.Record, error) {
+func (c *Client) Status(ctx context.Context, k dedup.Key) (storage.Record, error) {
 	op := c.History.Begin(c.ID, Input{Kind: Status, Key: k.String()})
 	r, err := c.Store.Status(ctx, k)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/faulttest"
 )
 
@@ -46,11 +47,11 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // newStore builds the store under test for one client on rdb.
-type newStore func(rdb redis.UniversalClient, owner string) (dedup.Store, error)
+type newStore func(rdb redis.UniversalClient, owner string) (storage.Store, error)
 
-func realStore(rdb redis.UniversalClient, owner string) (dedup.Store, error) {
+func realStore(rdb redis.UniversalClient, owner string) (storage.Store, error) {
 	// Record TTLs far beyond a history: the model has no expiry (see doc.go).
-	return dedup.NewRedisStore(rdb, dedup.StoreOptions{Owner: owner, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour})
+	return dedup.NewRedisStore(rdb, storage.Options{Owner: owner, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour})
 }
 
 // rig is one redis-server with AOF, a proxy in front of it and the clients
@@ -155,7 +156,7 @@ func work(c *Client, rng *rand.Rand, name string, deliveries bool, start, end ti
 		ctx, cancel := context.WithTimeout(context.Background(), 3*clientTimeout)
 		err := act(ctx, c, rng, k, n)
 		cancel()
-		if err != nil && !errors.Is(err, dedup.ErrLeaseLost) {
+		if err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 			if tries++; tries < maxTries {
 				again = &k
 			}
@@ -197,7 +198,7 @@ func act(ctx context.Context, c *Client, rng *rand.Rand, k dedup.Key, n int) err
 		if cl, err = c.Claim(ctx, k, fp, lease); err != nil || cl.Outcome != dedup.Acquired {
 			return err
 		}
-		if err := c.Complete(ctx, lost, fmt.Sprintf("lost%d-%d", c.ID, n)); !errors.Is(err, dedup.ErrLeaseLost) {
+		if err := c.Complete(ctx, lost, fmt.Sprintf("lost%d-%d", c.ID, n)); !errors.Is(err, storage.ErrLeaseLost) {
 			return err
 		}
 	}

@@ -69,7 +69,7 @@ type Output struct {
 	Record Snapshot
 }
 
-// Snapshot is the part of a dedup.Record the model predicts.
+// Snapshot is the part of a storage.Record the model predicts.
 type Snapshot struct {
 	State       dedup.Status
 	Fingerprint string

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // TaskLog is an asynq middleware that logs one line per finished run: type,
@@ -18,7 +19,7 @@ import (
 // failed for good; 0 for an unreadable header) and duration, at info when the run succeeded (only
 // if every is true: ONCEQ_TASK_LOG) and at warn with the error when it did
 // not. A handler that succeeded is logged once the middleware has recorded
-// it: a worker fenced out by another (dedup.ErrLeaseLost) recorded nothing,
+// it: a worker fenced out by another (storage.ErrLeaseLost) recorded nothing,
 // and says lease_lost. Put it inside the dedup middleware: duplicates never
 // run and are logged as decisions instead. Payloads are never logged.
 func TaskLog(log *zap.Logger, every bool) asynq.MiddlewareFunc {
@@ -70,7 +71,7 @@ func recorded(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, dedup.ErrLeaseLost):
+	case errors.Is(err, storage.ErrLeaseLost):
 		return "lease_lost"
 	}
 	return "error"

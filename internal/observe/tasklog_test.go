@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/observe"
 )
 
@@ -81,11 +82,11 @@ func behindMiddleware(t *testing.T, h asynq.Handler) asynq.Handler {
 
 // behindMiddlewareStore is behindMiddleware with the store, for a test
 // that plays another worker.
-func behindMiddlewareStore(t *testing.T, h asynq.Handler) (*dedup.RedisStore, asynq.Handler) {
+func behindMiddlewareStore(t *testing.T, h asynq.Handler) (storage.Store, asynq.Handler) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store, err := dedup.NewRedisStore(rdb, dedup.StoreOptions{})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestTaskLogLeaseLost(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zapcore.DebugLevel)
 	k := dedup.Key{Namespace: "email:send", ID: "w-2"}
-	var store *dedup.RedisStore
+	var store storage.Store
 	store, h := behindMiddlewareStore(t, observe.TaskLog(zap.New(core), true)(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 		// The takeover a recoverer makes after this worker's lease ran out.
 		if err := store.Forget(ctx, k); err != nil {

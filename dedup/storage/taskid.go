@@ -1,4 +1,4 @@
-package dedup
+package storage
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 //
 // so payment:charge/pmt-10 becomes payment:charge=pmt~10. '=', '~' and '!'
 // are never copied, so the encoding is injective; '{' and '}' never appear
-// (asynq forbids them in ids under Redis Cluster). TaskID and keyFromTaskID
+// (asynq forbids them in ids under Redis Cluster). TaskID and KeyFromTaskID
 // are the only place it is written.
 
 const hexDigits = "0123456789ABCDEF"
@@ -48,9 +48,9 @@ func (k Key) TaskID() string {
 	return b.String()
 }
 
-// keyFromTaskID is the inverse of Key.TaskID. It accepts only what TaskID
+// KeyFromTaskID is the inverse of Key.TaskID. It accepts only what TaskID
 // produces, so each key has exactly one task id.
-func keyFromTaskID(id string) (Key, error) {
+func KeyFromTaskID(id string) (Key, error) {
 	var b strings.Builder
 	b.Grow(len(id))
 	for i := 0; i < len(id); i++ {
@@ -68,10 +68,10 @@ func keyFromTaskID(id string) (Key, error) {
 	}
 	k, err := parseKeyString(b.String())
 	if err != nil {
-		return Key{}, fmt.Errorf("%w: task id %q: not an onceq task id", errInvalidKey, id)
+		return Key{}, fmt.Errorf("%w: task id %q: not an onceq task id", ErrInvalidKey, id)
 	}
 	if k.TaskID() != id {
-		return Key{}, fmt.Errorf("%w: task id %q is not in canonical form (want %q)", errInvalidKey, id, k.TaskID())
+		return Key{}, fmt.Errorf("%w: task id %q is not in canonical form (want %q)", ErrInvalidKey, id, k.TaskID())
 	}
 	return k, nil
 }

@@ -1,4 +1,4 @@
-package dedup
+package storage
 
 import (
 	"errors"
@@ -25,9 +25,9 @@ func TestTaskID(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("TaskID(%v) = %q, want %q", k, got, tt.want)
 		}
-		back, err := keyFromTaskID(got)
+		back, err := KeyFromTaskID(got)
 		if err != nil || back != k {
-			t.Errorf("keyFromTaskID(%q) = %v, %v; want %v", got, back, err, k)
+			t.Errorf("KeyFromTaskID(%q) = %v, %v; want %v", got, back, err, k)
 		}
 		for _, s := range []string{got, k.String()} {
 			if back, err := ParseKey(s); err != nil || back != k {
@@ -42,8 +42,8 @@ func TestKeyFromTaskIDRejects(t *testing.T) {
 	for _, id := range []string{
 		"", "noseparator", "=id", "ns=", "a=!2d", "a=!4", "a=!41", "a=b!", "a=x{y}", "a=b c",
 	} {
-		if k, err := keyFromTaskID(id); !errors.Is(err, errInvalidKey) {
-			t.Errorf("keyFromTaskID(%q) = %v, %v; want errInvalidKey", id, k, err)
+		if k, err := KeyFromTaskID(id); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("KeyFromTaskID(%q) = %v, %v; want ErrInvalidKey", id, k, err)
 		}
 	}
 }
@@ -62,7 +62,7 @@ func FuzzTaskID(f *testing.F) {
 		if strings.ContainsAny(tid, "/-{}%?# ") {
 			t.Fatalf("TaskID(%v) = %q contains a character asynqmon cannot route", k, tid)
 		}
-		back, err := keyFromTaskID(tid)
+		back, err := KeyFromTaskID(tid)
 		if err != nil || back != k {
 			t.Fatalf("round trip %v -> %q -> %v, %v", k, tid, back, err)
 		}

@@ -1,4 +1,4 @@
-package dedup
+package storage
 
 import (
 	"context"
@@ -12,11 +12,11 @@ var (
 	// ErrLeaseLost is returned by Extend, Complete and Release when the hold's
 	// token is no longer current: the lease expired and another worker claimed
 	// the key, or the record was forgotten. Nothing was written.
-	ErrLeaseLost = errors.New("onceq: lease lost")
+	ErrLeaseLost = errors.New("dedup: lease lost")
 
 	// ErrResultTooLarge is returned by Complete for a result over the store's
 	// MaxResultBytes. Nothing was written; the claim is still held.
-	ErrResultTooLarge = errors.New("onceq: result too large")
+	ErrResultTooLarge = errors.New("dedup: result too large")
 )
 
 // Store is the idempotency record and window engine. Every method is one
