@@ -1,6 +1,6 @@
 // Package linearize checks that onceq's idempotency record behaves like one
 // atomic object: it records every Claim, Extend, Complete, Release and
-// Status that concurrent clients make on an storage.Store, with call and return
+// Status that concurrent clients make on a storage.Store, with call and return
 // times and outcomes (History, Client), and asks porcupine whether some
 // order of them, each taking effect between its call and its return, obeys a
 // sequential specification of the record (Model, Check).
