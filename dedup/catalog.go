@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hibiken/asynq"
 )
 
 // defaultUnique is a Spec's unique window when it sets none.
@@ -142,15 +144,17 @@ func Define[P any](s Spec[P]) *Typed[P] {
 	return t
 }
 
-// Job validates p and returns its Job. A payload the Spec refuses gives a
-// Job whose Err wraps ErrInvalid; Producer.Enqueue returns that error, so
-// producer.Enqueue(ctx, kind.Job(p)) is the whole enqueue.
-func (t *Typed[P]) Job(p P) Job {
+// Job validates p and returns its Job, with asynq's options opts (see
+// Job.With): kind.Job(p, asynq.ProcessIn(time.Minute), asynq.MaxRetry(0)).
+// A payload the Spec refuses gives a Job whose Err wraps ErrInvalid;
+// Producer.Enqueue returns that error, so producer.Enqueue(ctx,
+// kind.Job(p)) is the whole enqueue.
+func (t *Typed[P]) Job(p P, opts ...asynq.Option) Job {
 	j, err := t.job(p, "", "")
 	if err != nil {
 		return Job{Key: Key{Namespace: t.Type}, Queue: t.Queue, Err: err}
 	}
-	return j
+	return j.With(opts...)
 }
 
 // job is Job with an explicit key, used where the Spec says HeaderKey and

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -43,7 +44,8 @@ type Job struct {
 	Unique time.Duration
 	// Rules are the job's windows and rate rules, taken in order.
 	Rules []*Rule
-	// MaxRetry for asynq; 0 means asynq's default (25).
+	// MaxRetry for asynq, the Spec's; 0 means asynq's default (25). An
+	// asynq.MaxRetry option of the job's own wins, 0 included (no retry).
 	MaxRetry int
 	// Repeat is what a repeat of Key gets before the job starts.
 	Repeat Repeat
@@ -53,7 +55,40 @@ type Job struct {
 	// keepCompleted: asynq keeps the completed task for Unique (the Spec's
 	// WriteResult), for the dashboard.
 	keepCompleted bool
+	// opts are the job's own asynq options (Typed.Job, With), passed to
+	// every insert of it, after the library's.
+	opts []asynq.Option
 	// Err is why the payload was refused (it wraps ErrInvalid): Typed.Job
 	// sets it, and Producer.Enqueue returns it without enqueuing.
 	Err error
+}
+
+// With returns j with asynq's options opts added to its own, as asynq's
+// Enqueue takes them: ProcessIn, ProcessAt, Timeout, Deadline, MaxRetry (0
+// means none), Queue and Retention; a later option wins. They go with every
+// insert of the job, its replacements and next incarnations included. The
+// task id is the job's key, so asynq.TaskID is refused, as are asynq.Unique
+// (the key's unique window does its work) and asynq.Group (an aggregated
+// task is inserted by a script the library does not guard): j.Err says so,
+// and Producer.Enqueue returns it without enqueuing.
+func (j Job) With(opts ...asynq.Option) Job {
+	if len(opts) == 0 || j.Err != nil {
+		return j
+	}
+	j.opts = append(j.opts[:len(j.opts):len(j.opts)], opts...)
+	for _, o := range opts {
+		switch o.Type() {
+		case asynq.TaskIDOpt:
+			j.Err = fmt.Errorf("dedup: %s: asynq.TaskID: the task id is the job's key (%s); choose it with Spec.ID", j.Key.Namespace, j.Key.TaskID())
+		case asynq.UniqueOpt:
+			j.Err = fmt.Errorf("dedup: %s: asynq.Unique: the key's unique window refuses repeats (Spec.Unique)", j.Key.Namespace)
+		case asynq.GroupOpt:
+			j.Err = fmt.Errorf("dedup: %s: asynq.Group: aggregated tasks are inserted by a script the library does not guard", j.Key.Namespace)
+		case asynq.QueueOpt:
+			if q, ok := o.Value().(string); ok && q != "" {
+				j.Queue = q
+			}
+		}
+	}
+	return j
 }

@@ -110,7 +110,8 @@ const (
 
 const maxFailures = 3
 
-// Enqueue submits j unless its policy refuses it. The default policy (unique
+// Enqueue submits j, with asynq's options opts added to the job's own
+// (Job.With), unless its policy refuses it. The default policy (unique
 // window) costs exactly the one round trip of asynq's Enqueue: the key is the
 // asynq TaskID, which asynq refuses atomically while the task exists, and
 // the script that inserts it also refuses a key whose record is done
@@ -133,7 +134,8 @@ const maxFailures = 3
 // refuses the job, so between the reserve and the give-back (one round
 // trip) a concurrent job on the same rule key is refused. A window the same
 // key already held is left alone: it belongs to the accepted job.
-func (p *Producer) Enqueue(ctx context.Context, j Job) (Outcome, error) {
+func (p *Producer) Enqueue(ctx context.Context, j Job, opts ...asynq.Option) (Outcome, error) {
+	j = j.With(opts...)
 	if j.Err != nil {
 		return Outcome{}, j.Err
 	}
@@ -255,8 +257,9 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 	if j.MaxRetry > 0 {
 		opts = append(opts, asynq.MaxRetry(j.MaxRetry))
 	}
+	opts = append(opts, j.opts...) // the job's own win over the Spec's
 	if in.delay > 0 {
-		opts = append(opts, asynq.ProcessIn(in.delay))
+		opts = append(opts, asynq.ProcessIn(in.delay)) // the debounce policy's start
 	}
 	if in.incarnation > 1 || in.first > 0 || len(extra) > 0 {
 		h := maps.Clone(task.Headers())
