@@ -3,6 +3,7 @@ package dedup
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -319,4 +320,42 @@ func (k *Kind) options() typeOptions {
 			}
 			return j.Key, j.Fingerprint, nil
 		}}
+}
+
+// served says which kinds of c sit on a queue queues does not hold.
+func (c *Catalog) served(queues map[string]int) error {
+	if c == nil {
+		return nil
+	}
+	var missing []string
+	for _, k := range c.kinds {
+		for _, q := range k.Queues {
+			if _, ok := queues[q]; !ok {
+				missing = append(missing, k.Type+" on "+q)
+				break
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("catalog types on queues this server does not serve: %s (asynq.Config.Queues: %s)",
+			strings.Join(missing, ", "), strings.Join(slices.Sorted(maps.Keys(queues)), ", "))
+	}
+	return nil
+}
+
+// handled says which kinds of c have no handler on mux.
+func (c *Catalog) handled(mux *asynq.ServeMux) error {
+	if c == nil {
+		return nil
+	}
+	var missing []string
+	for _, k := range c.kinds {
+		if _, pattern := mux.Handler(asynq.NewTask(k.Type, nil)); pattern == "" {
+			missing = append(missing, k.Type)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("catalog types without a handler on the ServeMux: %s", strings.Join(missing, ", "))
+	}
+	return nil
 }

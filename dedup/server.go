@@ -49,7 +49,9 @@ type Server struct {
 // store (nil: NewRedisStore's on rdb, with the default options). cfg is
 // asynq's; NewServer applies ServerConfig to it, and serves every shard of
 // each queue in cfg.Queues that opts.Catalog spreads over shards
-// (Spec.Shards), each shard with the queue's weight.
+// (Spec.Shards), each shard with the queue's weight. A catalog type whose
+// queue cfg.Queues does not serve is an error that names both: its jobs
+// would wait forever.
 func NewServer(rdb redis.UniversalClient, store storage.Store, cfg asynq.Config, opts MiddlewareOptions) (*Server, error) {
 	if store == nil {
 		var err error
@@ -69,6 +71,9 @@ func NewServer(rdb redis.UniversalClient, store storage.Store, cfg asynq.Config,
 		cfg.Queues = map[string]int{"default": 1} // asynq's
 	}
 	cfg.Queues = shardQueues(cfg.Queues, opts.Catalog)
+	if err := opts.Catalog.served(cfg.Queues); err != nil {
+		return nil, fmt.Errorf("dedup: new server: %w", err)
+	}
 	client := rdb
 	if verr == nil {
 		client = joining(rdb, store, mw)
@@ -101,10 +106,17 @@ func ServerConfig(cfg asynq.Config) asynq.Config {
 }
 
 // Start runs h (usually an asynq.ServeMux) inside the middleware and
-// starts fetching tasks. The liveness key is written first; a write that
+// starts fetching tasks. A ServeMux without a handler for a type of the
+// catalog is an error naming the types: their tasks would fail as
+// "handler not found" until their retries ran out. The liveness key is written first; a write that
 // fails (Redis not there yet, a replica not acknowledging) is retried by
 // the refresh, and other workers wait out a whole TTL of absence anyway.
 func (s *Server) Start(h asynq.Handler) error {
+	if mux, ok := h.(*asynq.ServeMux); ok {
+		if err := s.mw.opts.Catalog.handled(mux); err != nil {
+			return fmt.Errorf("dedup: start: %w", err)
+		}
+	}
 	if s.store != nil {
 		s.setLive()
 		s.loops.Go(s.refresh)

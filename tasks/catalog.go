@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -104,6 +105,23 @@ func NewCatalog(w Windows, extra ...*dedup.Kind) (*Catalog, error) {
 		}
 	}
 	return &Catalog{Catalog: c, kinds: k}, nil
+}
+
+// On returns the catalog of the types whose queue queues holds (by logical
+// name, as ONCEQ_QUEUES names them): what a worker serving queues runs.
+// The others are another worker's; a worker that serves none of them is
+// an error.
+func (c *Catalog) On(queues map[string]int) (*dedup.Catalog, error) {
+	var kinds []*dedup.Kind
+	for _, k := range c.Kinds() {
+		if _, ok := queues[k.Queue]; ok {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("tasks: no task type is on the queues served (%s)", strings.Join(slices.Sorted(maps.Keys(queues)), ", "))
+	}
+	return dedup.NewCatalog(kinds...)
 }
 
 // KeepFailed returns the types whose archived tasks keep their keys

@@ -124,3 +124,28 @@ func TestCatalogKinds(t *testing.T) {
 		t.Fatal("a negative window was accepted")
 	}
 }
+
+// A worker serving some queues runs the types on them; one serving none of
+// the catalog's queues is refused.
+func TestCatalogOn(t *testing.T) {
+	t.Parallel()
+	c, err := tasks.NewCatalog(tasks.Windows{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	critical, err := c.On(map[string]int{tasks.QueueCritical: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range critical.Kinds() {
+		if k.Queue != tasks.QueueCritical {
+			t.Errorf("%s on %s among the critical queue's types", k.Type, k.Queue)
+		}
+	}
+	if len(critical.Kinds()) == 0 || len(critical.Kinds()) == len(c.Kinds()) {
+		t.Errorf("%d of %d types on the critical queue", len(critical.Kinds()), len(c.Kinds()))
+	}
+	if _, err := c.On(map[string]int{"nowhere": 1}); err == nil {
+		t.Error("a worker serving no catalog queue was accepted")
+	}
+}

@@ -3,10 +3,10 @@ package tasks
 import (
 	"context"
 
+	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/dedup"
-
 	"github.com/onceq/onceq/pgledger"
 )
 
@@ -36,5 +36,5 @@ const (
 // Enqueuer is what handlers that fan out (webhook routing) need of the
 // Producer.
 type Enqueuer interface {
-	Enqueue(ctx context.Context, j dedup.Job) (dedup.Outcome, error)
+	Enqueue(ctx context.Context, j dedup.Job, opts ...asynq.Option) (dedup.Outcome, error)
 }

@@ -21,7 +21,7 @@ type fakeEnqueuer struct {
 	seen map[string]bool
 }
 
-func (f *fakeEnqueuer) Enqueue(_ context.Context, j dedup.Job) (dedup.Outcome, error) {
+func (f *fakeEnqueuer) Enqueue(_ context.Context, j dedup.Job, _ ...asynq.Option) (dedup.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {

@@ -124,6 +124,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		d.OnStop("outbox relay", func(context.Context) error { stopRelay(); return nil })
 	}
 
+	served, err := catalog.On(cfg.Queues) // the types on other queues are other workers'
+	if err != nil {
+		return err
+	}
 	srv, err := dedup.NewServer(rdb, store, asynq.Config{
 		Concurrency:              cfg.Concurrency,
 		Queues:                   cfg.Queues,
@@ -134,7 +138,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		Logger:                   observe.AsynqLogger{S: log.Named("asynq").Sugar()},
 		LogLevel:                 asynqLevel(cfg.Log.Level),
 	}, dedup.MiddlewareOptions{Lease: cfg.Lease, Liveness: liveness(cfg.Liveness),
-		Catalog: catalog.Catalog, Observer: metrics.Observer(log, "worker"), Trace: d.Tracing.Deliver(insp)})
+		Catalog: served, Observer: metrics.Observer(log, "worker"), Trace: d.Tracing.Deliver(insp)})
 	if err != nil {
 		return err
 	}
