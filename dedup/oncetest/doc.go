@@ -1,6 +1,7 @@
-// Package oncetest is onceq's test kit: an in-memory Store, the contract
-// suite every Store must pass, and helpers that check a handler of your own
-// runs once under onceq.
+// Package oncetest is the library's test kit: an in-memory Store, the
+// contract suite every Store must pass, helpers that check a handler of your
+// own has its effect once, and an in-memory Enqueuer for the code that
+// enqueues.
 //
 // # The in-memory Store
 //
@@ -31,9 +32,20 @@
 //
 // # Testing your handlers
 //
-// RequireOnce delivers one task to your asynq handler several times at
-// once, through onceq's Middleware on a fresh Store, with asynq's retries
-// of failed and panicked runs, and fails the test unless the handler
-// succeeded exactly once. It returns the job's record, whose Result is what
-// every later delivery is answered with.
+// RequireOnce delivers a job, built by your Spec and so keyed as in
+// production, to your asynq handler several times at once, through the
+// Middleware on a fresh Store, with asynq's retries of failed and panicked
+// runs, and fails the test unless its effect happened exactly once. The
+// handler (or the fake of its downstream) reports each effect with Effect:
+// a handler that acts, fails and acts again on its retry fails the test,
+// though it returned nil only once. RequireOnceWith takes a task built by
+// plain asynq code, keyed by your worker's Catalog.
+//
+// # Testing the code that enqueues
+//
+// Enqueuer is an in-memory stand-in for dedup.Producer: the same answers
+// within a key's first life (enqueued, duplicate, conflict, throttled),
+// what it accepted kept for RequireEnqueued and RequireNotEnqueued, no
+// Redis needed. NewProducer builds a real Producer in a test, on a Redis
+// such as redistest's.
 package oncetest

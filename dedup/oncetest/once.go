@@ -20,30 +20,40 @@ import (
 // back before asynq archives it.
 const maxRetry = 25
 
-// RequireOnce delivers task to h deliveries times at once, through onceq's
-// Middleware on a fresh in-memory Store, the way asynq delivers a task that
-// was enqueued twice or came back after a crash, and fails t unless h
-// succeeded (returned nil) exactly once.
+// RequireOnce delivers job's task to h deliveries times at once, through
+// the Middleware on a fresh in-memory Store, the way asynq delivers a task
+// that was enqueued twice or came back after a crash, and fails t unless
+// the job's effect happened exactly once. The job comes from your Spec
+// (Typed.Job, Catalog.Build), so it is keyed exactly as in production.
+//
+// Effects are what h reports with Effect, where it acts: in a fake of its
+// downstream, say, which acts once per key as a payment gateway does under
+// its Idempotency-Key. More than one effect fails t, whether the runs that
+// made them returned nil or not: a handler that charges and then fails
+// charges again on its retry. A handler that reports no effect is held to
+// succeeding (returning nil) exactly once instead.
 //
 // Each delivery goes on as under asynq: a run that returns an error or
 // panics is released by the middleware and retried, up to asynq's default
 // 25 retries; a delivery that finds another one running comes back when
 // that run ends; one the middleware refuses for good (asynq.SkipRetry: a
-// bad payload) ends there. A failed run is taken to have had no effect, so
-// a handler fails before its effect, or passes the Downstream key of
-// dedup.RunFromContext on so the downstream drops a repeat.
+// bad payload) ends there.
 //
 // It returns the job's record, done: Result is what h set with
 // dedup.SetResult, the answer every later delivery gets; Attempts counts
 // the runs it took. A handler that never returns blocks RequireOnce.
-func RequireOnce(t testing.TB, h asynq.Handler, task *asynq.Task, deliveries int) storage.Record {
+func RequireOnce(t testing.TB, h asynq.Handler, job dedup.Job, deliveries int) storage.Record {
 	t.Helper()
-	return RequireOnceWith(t, dedup.MiddlewareOptions{}, h, task, deliveries)
+	if job.Err != nil {
+		t.Fatalf("oncetest: %s: the job was refused: %v", job.Key.Namespace, job.Err)
+	}
+	return RequireOnceWith(t, dedup.MiddlewareOptions{}, h, job.Task, deliveries)
 }
 
-// RequireOnceWith is RequireOnce with the Middleware configured by opts,
-// e.g. with your worker's Catalog, so the task is keyed, validated and
-// kept as it is in production.
+// RequireOnceWith is RequireOnce for a task not built by a Spec (plain
+// asynq code enqueued it), with the Middleware configured by opts: give it
+// your worker's Catalog, so the task is keyed, validated and kept as the
+// worker keys it.
 func RequireOnceWith(t testing.TB, opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task, deliveries int) storage.Record {
 	t.Helper()
 	rec, err := requireOnce(opts, h, task, deliveries, nil)
@@ -52,6 +62,16 @@ func RequireOnceWith(t testing.TB, opts dedup.MiddlewareOptions, h asynq.Handler
 	}
 	return rec
 }
+
+// Effect reports one side effect of the run ctx belongs to: RequireOnce
+// fails a job with more than one. Outside RequireOnce it does nothing.
+func Effect(ctx context.Context) {
+	if n, ok := ctx.Value(effectsKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
+}
+
+type effectsKey struct{}
 
 // requireOnce is RequireOnceWith, with hook (when not nil) seeing every
 // event of the store.
@@ -79,9 +99,10 @@ func requireOnce(opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task
 		return storage.Record{}, err
 	}
 	var (
-		runs atomic.Int64
-		mu   sync.Mutex
-		key  *dedup.Key
+		runs    atomic.Int64
+		effects atomic.Int64
+		mu      sync.Mutex
+		key     *dedup.Key
 	)
 	handler := mw.Wrap(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		if r, ok := dedup.RunFromContext(ctx); ok {
@@ -101,13 +122,17 @@ func requireOnce(opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task
 	for i := range ends {
 		wg.Go(func() {
 			<-start
-			ends[i] = deliver(handler, task, &ended)
+			ends[i] = deliver(context.WithValue(context.Background(), effectsKey{}, &effects), handler, task, &ended)
 		})
 	}
 	close(start)
 	wg.Wait()
 	if err := mw.Shutdown(context.Background()); err != nil {
 		return storage.Record{}, err
+	}
+	if n := effects.Load(); n > 1 {
+		return storage.Record{}, fmt.Errorf("%d effects in %d deliveries (%d runs succeeded), want exactly one%s",
+			n, deliveries, runs.Load(), endsOf(ends))
 	}
 	if n := runs.Load(); n != 1 {
 		return storage.Record{}, fmt.Errorf("the handler succeeded %d times in %d deliveries, want exactly once%s",
@@ -130,12 +155,12 @@ type attempt struct{ claim string } // the claim's outcome
 
 // deliver takes one delivery to its end as asynq would, and returns the
 // error it ended with: nil once it ran or was answered as a duplicate.
-func deliver(h asynq.Handler, task *asynq.Task, ended *signal) error {
+func deliver(ctx context.Context, h asynq.Handler, task *asynq.Task, ended *signal) error {
 	var err error
 	for failures := 0; failures <= maxRetry; {
 		a := &attempt{}
 		wake := ended.wait() // before the claim, so no ending is missed
-		err = process(context.WithValue(context.Background(), attemptKey{}, a), h, task)
+		err = process(context.WithValue(ctx, attemptKey{}, a), h, task)
 		switch {
 		case err == nil:
 			return nil

@@ -30,7 +30,7 @@ func TestRequireOnceRunsOnce(t *testing.T) {
 	t.Parallel()
 	var e effect
 	task := asynq.NewTask("email:send", []byte(`{"id":"welcome-1","to":"ada@example.com"}`))
-	rec := oncetest.RequireOnce(t, e.handler(`{"message_id":"m1"}`), task, 8)
+	rec := oncetest.RequireOnceWith(t, dedup.MiddlewareOptions{}, e.handler(`{"message_id":"m1"}`), task, 8)
 	if e.n.Load() != 1 {
 		t.Fatalf("effect ran %d times", e.n.Load())
 	}
@@ -54,7 +54,7 @@ func TestRequireOnceRetriesFailuresAndPanics(t *testing.T) {
 		dedup.SetResult(ctx, []byte("sent"))
 		return nil
 	})
-	rec := oncetest.RequireOnce(t, h, asynq.NewTask("email:send", []byte(`{"id":"flaky"}`)), 4)
+	rec := oncetest.RequireOnceWith(t, dedup.MiddlewareOptions{}, h, asynq.NewTask("email:send", []byte(`{"id":"flaky"}`)), 4)
 	if calls.Load() != 3 || rec.Attempts != 3 || rec.Error != "" || string(rec.Result) != "sent" {
 		t.Fatalf("%d calls, record %+v", calls.Load(), rec)
 	}
@@ -92,7 +92,7 @@ func TestRequireOnceWithCatalog(t *testing.T) {
 		t.Fatalf("plain task: %+v", rec)
 	}
 	job := kind.Job(invoice{InvoiceID: "inv-7", To: "ada@example.com"})
-	if rec := oncetest.RequireOnce(t, h, job.Task, 4); rec.Key != want {
+	if rec := oncetest.RequireOnce(t, h, job, 4); rec.Key != want {
 		t.Fatalf("the Job's task: %+v", rec)
 	}
 	if sends.Load() != 2 {
@@ -151,7 +151,7 @@ func TestRequireOnceFails(t *testing.T) {
 		{"no deliveries", new(effect).handler(""), asynq.NewTask("email:send", []byte(`{}`)), 0, "0 deliveries"},
 	} {
 		r := &reporter{}
-		rec := oncetest.RequireOnce(r, tt.h, tt.task, tt.n)
+		rec := oncetest.RequireOnceWith(r, dedup.MiddlewareOptions{}, tt.h, tt.task, tt.n)
 		got := r.failure()
 		if !strings.Contains(got, tt.reason) || rec.State != "" {
 			t.Errorf("%s: failed with %q, returned %+v; want a failure naming %q", tt.name, got, rec, tt.reason)

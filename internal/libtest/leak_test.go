@@ -41,5 +41,5 @@ func TestMiddlewareLeavesNoGoroutines(t *testing.T) {
 func TestRequireOnceLeavesNoGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ok := asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error { dedup.SetResult(ctx, []byte("ok")); return nil })
-	oncetest.RequireOnce(t, ok, asynq.NewTask("t", []byte(`{"id":"leak"}`)), 3)
+	oncetest.RequireOnceWith(t, dedup.MiddlewareOptions{}, ok, asynq.NewTask("t", []byte(`{"id":"leak"}`)), 3)
 }
