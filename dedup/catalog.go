@@ -28,9 +28,18 @@ type Spec[P any] struct {
 	// Shards), and a Server consumes every shard. Kinds that share a Queue
 	// must agree on it. Default: 1, the queue itself.
 	Shards int
-	// ID returns the payload's business id; nil or "": the key is the
-	// content hash.
+	// ID returns the payload's business id, used as the key's id as it is:
+	// an empty one, or one that cannot be a key id as given (longer than
+	// 255 bytes, a space or control character, '{' or '}', a leading '~'),
+	// is refused with ErrInvalid unless HashID. Without ID the key's id is
+	// the payload's top-level "dedup_key" or "id" field where it has one
+	// (hashed as HashID says, whatever HashID), else its content hash.
 	ID func(P) string
+	// HashID keys a job whose ID is empty by its content hash, and one
+	// whose ID cannot be a key id as given by "~k" and the id's SHA-256:
+	// for ids that are optional or come from outside (an Idempotency-Key
+	// header, a sender's event id). Default: false, both are refused.
+	HashID bool
 	// SetID lets an Idempotency-Key (HTTP header, batch idempotency_key)
 	// fill an empty ID. Without it the header never changes the job key: it
 	// only scopes HTTP replays.
@@ -174,6 +183,9 @@ func (t *Typed[P]) job(p P, explicit, scope string) (Job, error) {
 	var id string
 	if s.ID != nil {
 		id = s.ID(p)
+		if err := usableID(s.Type, id); err != nil && !s.HashID {
+			return Job{}, fmt.Errorf("dedup: new %s: %w: %w (Spec.HashID hashes such ids)", s.Type, ErrInvalid, err)
+		}
 	}
 	var fpOf any
 	if s.Fingerprint != nil {

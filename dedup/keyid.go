@@ -35,3 +35,13 @@ func callerID(namespace, id string) (string, error) {
 	sum := sha256.Sum256([]byte(id))
 	return hashMark + "k" + hex.EncodeToString(sum[:]), nil
 }
+
+// usableID reports why id cannot be used as the id of a key of namespace
+// as given: empty, not a valid key id, or starting with hashMark.
+func usableID(namespace, id string) error {
+	if strings.HasPrefix(id, hashMark) {
+		return fmt.Errorf("id %q starts with %q, which hashed ids start with", id, hashMark)
+	}
+	_, err := storage.NewKey(namespace, id)
+	return err
+}

@@ -213,10 +213,15 @@ func (s *redisStore) Complete(ctx context.Context, h storage.Hold, result []byte
 func (s *redisStore) Release(ctx context.Context, h storage.Hold, cause string) error {
 	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
 		holderPrefix(h), "f", time.Now().UnixMilli(), cause, s.opts.FailedTTL.Milliseconds()).Int64()
-	return s.finish(ctx, opRelease, outcomeReleased, h, n, err)
+	return s.finishWhy(ctx, opRelease, outcomeReleased, h, n, err, cause)
 }
 
 func (s *redisStore) finish(ctx context.Context, op string, ok string, h storage.Hold, n int64, err error) error {
+	return s.finishWhy(ctx, op, ok, h, n, err, "")
+}
+
+// finishWhy is finish whose event carries reason (a release's cause).
+func (s *redisStore) finishWhy(ctx context.Context, op string, ok string, h storage.Hold, n int64, err error, reason string) error {
 	switch {
 	case err != nil:
 		return s.fail(ctx, op, h.Key, err)
@@ -224,7 +229,7 @@ func (s *redisStore) finish(ctx context.Context, op string, ok string, h storage
 		s.observe(ctx, op, h.Key, outcomeLeaseLost, h.Token, storerule.ReasonStale)
 		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), storage.ErrLeaseLost)
 	}
-	s.observe(ctx, op, h.Key, ok, h.Token, "")
+	s.observe(ctx, op, h.Key, ok, h.Token, reason)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package dedup_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/dedup/storage"
 )
@@ -116,5 +118,32 @@ func TestStatusAcrossCompletion(t *testing.T) {
 	st, err := producer.Status(context.Background(), job.Key)
 	if err != nil || st.State != dedup.StatusDone || st.Result == nil {
 		t.Fatalf("Status: %s, result %v (%v); want done with its result", st.State, st.Result, err)
+	}
+}
+
+// Wait with a context that ended returns its error, as Status does, not an
+// unknown status; with one that ends while it waits, the same. Its own
+// timeout is no error: the status says where the job is.
+func TestWaitHonoursTheContext(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	p := oncetest.NewProducer(t, rdb, nil, dedup.ProducerOptions{})
+	kind := dedup.Define(dedup.Spec[note]{Type: "wait:ctx", ID: func(n note) string { return n.ID }})
+	job := kind.Job(note{ID: "w-1"})
+	if _, err := p.Enqueue(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if st, err := p.Wait(cancelled, job, time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %+v %v, want context.Canceled", st, err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if st, err := p.Wait(short, job, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("context ending while waiting: %+v %v, want context.DeadlineExceeded", st, err)
+	}
+	if st, err := p.Wait(context.Background(), job, 50*time.Millisecond); err != nil || st.State != dedup.StatusPending {
+		t.Errorf("Wait's own timeout: %+v %v, want pending and no error", st, err)
 	}
 }

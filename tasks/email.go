@@ -70,6 +70,7 @@ func emailSpec(Windows) dedup.Spec[Email] {
 		// Key: id, else the Idempotency-Key, else the content hash (trace_id left out).
 		Type:     TypeEmail,
 		ID:       func(e Email) string { return e.ID },
+		HashID:   true, // optional; a header key may be any printable string
 		SetID:    func(e *Email, id string) { e.ID = id },
 		Validate: Email.validate,
 		// asynqmon shows an empty result as "non-printable bytes".

@@ -54,6 +54,7 @@ func smsSpec(Windows) dedup.Spec[SMS] {
 		// Key: id, else the Idempotency-Key, else the content hash.
 		Type:     TypeSMS,
 		ID:       func(m SMS) string { return m.ID },
+		HashID:   true, // optional; a header key may be any printable string
 		SetID:    func(m *SMS, id string) { m.ID = id },
 		Validate: SMS.validate,
 		// asynqmon shows an empty result as "non-printable bytes".

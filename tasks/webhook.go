@@ -119,6 +119,7 @@ func webhookSpec(emails *dedup.Typed[Email]) dedup.Spec[Webhook] {
 		// Key: source:event_id, the event id from the signed body (attempt, received_at left out).
 		Type:        TypeWebhook,
 		ID:          Webhook.webhookID,
+		HashID:      true, // a sender's event id may hold anything
 		Fingerprint: Webhook.webhookPrint,
 		Prepare: func(wh *Webhook) {
 			if len(wh.Data) == 0 {

@@ -222,7 +222,11 @@ func (s *Store) finish(ctx context.Context, op, ok string, h storage.Hold, state
 		s.observe(ctx, op, h.Key, storerule.OutcomeLeaseLost, h.Token, storerule.ReasonStale)
 		return fmt.Errorf("onceq: %s %q: %w", op, h.Key.String(), storage.ErrLeaseLost)
 	}
-	s.observe(ctx, op, h.Key, ok, h.Token, "")
+	reason := ""
+	if state == dedup.StatusFailed {
+		reason = tail // a release's cause
+	}
+	s.observe(ctx, op, h.Key, ok, h.Token, reason)
 	return nil
 }
 

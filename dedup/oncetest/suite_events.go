@@ -51,7 +51,7 @@ func testEvents(t *testing.T, st suite) {
 	want := []ev{
 		{"claim", "claimed", k, first.Hold.Token, false},
 		{"claim", "in_progress", k, 0, true},
-		{"release", "released", k, first.Hold.Token, false},
+		{"release", "released", k, first.Hold.Token, true}, // the cause: "smtp 451"
 		{"claim", "claimed", k, c.Hold.Token, false},
 		{"extend", "extended", k, c.Hold.Token, false},
 		{"extend", "lease_lost", k, first.Hold.Token, true},
@@ -72,6 +72,9 @@ func testEvents(t *testing.T, st suite) {
 		if g := (ev{e.Op, e.Outcome, e.Key, e.Token, e.Reason != ""}); g != want[i] {
 			t.Errorf("event %d: %+v, want %+v (reason %q)", i, g, want[i], e.Reason)
 		}
+	}
+	if r := got[2].Reason; r != "smtp 451" {
+		t.Errorf("the release's reason %q, want its cause", r)
 	}
 }
 
