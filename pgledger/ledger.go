@@ -92,7 +92,7 @@ func (l *Ledger) Close() { l.pool.Close() }
 // Pool is the ledger's connection pool.
 func (l *Ledger) Pool() *pgxpool.Pool { return l.pool }
 
-// Status reads key's ledger row as a storage.Record; State is StateAbsent
+// Status reads key's ledger row as a storage.Record; State is dedup.StatusUnknown
 // when there is none. Only committed rows are seen.
 func (l *Ledger) Status(ctx context.Context, key dedup.Key) (storage.Record, error) {
 	rec := storage.Record{Key: key, State: dedup.StatusUnknown}

@@ -29,7 +29,7 @@ const failedRecordTimeout = 5 * time.Second
 
 // Run runs work exactly once for key: in one transaction it locks the
 // key's row, returns the stored result if it is done, else runs work and
-// marks the row done. Another fingerprint is ErrMismatch only for a done
+// marks the row done. Another fingerprint is dedup.ErrConflict only for a done
 // row; fingerprint "" skips that check. A work error
 // or panic rolls back the effects and the row alike.
 func (l *Ledger) Run(ctx context.Context, key dedup.Key, fingerprint string, work Work) (Outcome, error) {
