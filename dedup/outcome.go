@@ -13,7 +13,7 @@ type Outcome struct {
 	// Enqueued: the new task's status; Duplicate: the existing job's.
 	State Status
 	// Duplicate of a done job: its stored result.
-	Result []byte
+	Result Result
 	// Throttled: when the job would be accepted.
 	RetryAfter time.Duration
 	// Incarnation of the key this job is (Enqueued) or met (Duplicate): 1,

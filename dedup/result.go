@@ -1,6 +1,9 @@
 package dedup
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 type resultKey struct{}
 
@@ -45,4 +48,35 @@ func (s *resultSink) done(err error) {
 	for _, f := range s.recorded {
 		f(err)
 	}
+}
+
+// Result is a job's stored result, as its handler set it (SetResult,
+// Handle): the same bytes wherever it appears (Outcome, JobStatus). It
+// prints as text, and encodes as JSON as it is when it is JSON, else as a
+// JSON string; it decodes as json.RawMessage does.
+type Result []byte
+
+// String is the result as text.
+func (r Result) String() string { return string(r) }
+
+// MarshalJSON encodes r as it is when it is JSON, null when empty, else as
+// a JSON string.
+func (r Result) MarshalJSON() ([]byte, error) {
+	switch {
+	case len(r) == 0:
+		return []byte("null"), nil
+	case json.Valid(r):
+		return r, nil
+	}
+	return json.Marshal(string(r))
+}
+
+// UnmarshalJSON keeps the JSON value's bytes, null as empty.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*r = nil
+		return nil
+	}
+	*r = append((*r)[:0], b...)
+	return nil
 }

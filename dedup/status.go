@@ -17,7 +17,7 @@ type JobStatus struct {
 	Key         string     `json:"key"`
 	Processed   bool       `json:"processed"` // State is done
 	State       Status     `json:"state"`
-	Result      any        `json:"result"`
+	Result      Result     `json:"result"`
 	Error       string     `json:"error,omitempty"`
 	Attempts    int        `json:"attempts"`
 	FirstSeen   *time.Time `json:"first_seen"`
@@ -97,15 +97,7 @@ func statusOf(k Key, rec storage.Record, info *asynq.TaskInfo) JobStatus {
 }
 
 // resultValue presents a stored result: its JSON when it is JSON, else a string.
-func resultValue(b []byte) any {
-	switch {
-	case len(b) == 0:
-		return nil
-	case json.Valid(b):
-		return json.RawMessage(b)
-	}
-	return string(b)
-}
+func resultValue(b []byte) Result { return Result(b) }
 
 // Status answers "did this job run?" for a key (the task id). The asynq
 // inspector takes no context, so the task is looked up aside and ctx still

@@ -82,7 +82,7 @@ func TestJobStates(t *testing.T) {
 	if err := e.jobs.Complete(t.Context(), c.Hold, []byte("not json"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if j := e.job(other.String(), http.StatusOK); j.State != "done" || !j.Processed || j.Result != "not json" || j.CompletedAt == nil {
+	if j := e.job(other.String(), http.StatusOK); j.State != "done" || !j.Processed || string(j.Result) != `"not json"` || j.CompletedAt == nil {
 		t.Fatalf("done record %+v", j)
 	}
 }
