@@ -147,7 +147,7 @@ func joinRun(t *testing.T, n int, forgetDequeue, forgetAck, shown bool) (perJob 
 	for i, j := range jobs {
 		st, err := producer.Wait(ctx, j, 20*time.Second)
 		want := fmt.Sprintf("noted n-%d", i)
-		if err != nil || st.State != dedup.StatusDone || fmt.Sprintf("%s", st.Result) != fmt.Sprintf("%q", want) {
+		if err != nil || st.State != dedup.StatusDone || st.Result.String() != fmt.Sprintf("%q", want) {
 			t.Fatalf("job %d: %s %s %v; want done with %s", i, st.State, st.Result, err, want)
 		}
 		// Only a type shown on the dashboard keeps its completed task, and

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"github.com/onceq/onceq/dedup/internal/storerule"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Operations and outcomes an Event names; they are the words logs and
@@ -27,17 +28,17 @@ const (
 	outcomeExtended   = storerule.OutcomeExtended
 	outcomeLeaseLost  = storerule.OutcomeLeaseLost
 	outcomeReserved   = storerule.OutcomeReserved
-	outcomeEnqueued   = "enqueued"
+	outcomeEnqueued   = Enqueued
 	outcomeThrottled  = storerule.OutcomeThrottled
-	outcomeConflict   = "conflict"
-	outcomeBadPayload = "bad_payload"
+	outcomeConflict   = Conflict
+	outcomeBadPayload = storage.BadPayload
 	outcomeError      = storerule.OutcomeError
 	// A dead worker's task handed back to asynq by the fast recoverer:
 	// its owner's liveness key was gone, or asynq's lease ran out with no
 	// claim held.
-	outcomeOrphaned     = "orphaned"
-	outcomeLeaseExpired = "lease_expired"
+	outcomeOrphaned     = storage.Orphaned
+	outcomeLeaseExpired = storage.LeaseExpired
 	// A part of onceq that cannot run where it was started (the fast
 	// recoverer on Redis Cluster): said once, at start-up.
-	outcomeOff = "off"
+	outcomeOff = storage.Off
 )

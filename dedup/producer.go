@@ -468,5 +468,5 @@ func (p *Producer) unreserve(ctx context.Context, rules []*Rule, holder string) 
 }
 
 func (p *Producer) observe(ctx context.Context, j Job, o Outcome) {
-	p.opts.Observer(ctx, Event{Op: opEnqueue, Key: j.Key, Outcome: string(o.Decision), Reason: o.Reason})
+	p.opts.Observer(ctx, Event{Op: opEnqueue, Key: j.Key, Outcome: o.Decision, Reason: o.Reason})
 }

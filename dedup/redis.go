@@ -37,7 +37,7 @@ func newRedisStore(rdb redis.UniversalClient, opts storage.Options) (*redisStore
 	return &redisStore{rdb: rdb, opts: opts}, nil
 }
 
-func (s *redisStore) observe(ctx context.Context, op string, k Key, o string, tok int64, reason string) {
+func (s *redisStore) observe(ctx context.Context, op string, k Key, o Decision, tok int64, reason string) {
 	s.opts.Observer(ctx, Event{Op: op, Key: k, Outcome: o, Token: tok, Reason: reason})
 }
 
@@ -216,12 +216,12 @@ func (s *redisStore) Release(ctx context.Context, h storage.Hold, cause string) 
 	return s.finishWhy(ctx, opRelease, outcomeReleased, h, n, err, cause)
 }
 
-func (s *redisStore) finish(ctx context.Context, op string, ok string, h storage.Hold, n int64, err error) error {
+func (s *redisStore) finish(ctx context.Context, op string, ok Decision, h storage.Hold, n int64, err error) error {
 	return s.finishWhy(ctx, op, ok, h, n, err, "")
 }
 
 // finishWhy is finish whose event carries reason (a release's cause).
-func (s *redisStore) finishWhy(ctx context.Context, op string, ok string, h storage.Hold, n int64, err error, reason string) error {
+func (s *redisStore) finishWhy(ctx context.Context, op string, ok Decision, h storage.Hold, n int64, err error, reason string) error {
 	switch {
 	case err != nil:
 		return s.fail(ctx, op, h.Key, err)

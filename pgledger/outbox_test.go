@@ -69,7 +69,7 @@ func (e *events) observe(_ context.Context, ev dedup.Event) {
 }
 
 // count is how many events of key (any, when zero) had outcome.
-func (e *events) count(k dedup.Key, outcome string) int {
+func (e *events) count(k dedup.Key, outcome dedup.Decision) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // RelayOptions configures NewRelay.
@@ -107,7 +108,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		wait := r.opts.Poll
 		switch {
 		case err != nil:
-			r.opts.Observer(ctx, dedup.Event{Op: opRelay, Outcome: "error", Reason: err.Error()})
+			r.opts.Observer(ctx, dedup.Event{Op: opRelay, Outcome: storage.Errored, Reason: err.Error()})
 			wait = r.opts.Retry
 		case n > 0:
 			// Moving a key's row makes its next row eligible: look again.
@@ -266,10 +267,10 @@ func (r *Relay) enqueue(ctx context.Context, batch []outboxRow) []move {
 				}
 				if m.err != nil {
 					failed.Store(true)
-					r.opts.Observer(ctx, dedup.Event{Op: opRelay, Key: j.Key, Outcome: "error", Reason: m.err.Error()})
+					r.opts.Observer(ctx, dedup.Event{Op: opRelay, Key: j.Key, Outcome: storage.Errored, Reason: m.err.Error()})
 					continue
 				}
-				r.opts.Observer(ctx, dedup.Event{Op: opRelay, Key: j.Key, Outcome: string(m.out.Decision), Reason: m.out.Reason})
+				r.opts.Observer(ctx, dedup.Event{Op: opRelay, Key: j.Key, Outcome: m.out.Decision, Reason: m.out.Reason})
 			}
 		})
 	}

@@ -85,7 +85,7 @@ func (l *Ledger) Run(ctx context.Context, key dedup.Key, fingerprint string, wor
 	})
 	switch {
 	case errors.Is(err, errDuplicate):
-		l.opts.Observer(ctx, dedup.Event{Op: "claim", Key: key, Outcome: "duplicate",
+		l.opts.Observer(ctx, dedup.Event{Op: "claim", Key: key, Outcome: dedup.Duplicate,
 			Reason: "postgres ledger: done (the Redis record was missing)"})
 		return out, nil
 	case err != nil:

@@ -74,15 +74,19 @@ func newBench(cfg config, env *redisEnv) *bench {
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	typ := "bench-" + id + ":noop"
-	catalog := func(shown bool) *dedup.Catalog {
-		cat, err := dedup.NewCatalog(dedup.Define(dedup.Spec[benchEmail]{Type: typ, ID: func(e benchEmail) string { return e.ID },
-			WriteResult: shown}).Kind)
-		if err != nil {
-			panic(err) // one valid kind
-		}
-		return cat
+	return &bench{cfg: cfg, env: env, run: id, taskType: typ, catalog: benchCatalog(typ, "", false), shown: benchCatalog(typ, "", true)}
+}
+
+// benchCatalog is the bench's one type, on queue ("": asynq's default), its
+// completed tasks kept for the dashboard when shown: a server of that
+// queue takes it as its catalog.
+func benchCatalog(typ, queue string, shown bool) *dedup.Catalog {
+	cat, err := dedup.NewCatalog(dedup.Define(dedup.Spec[benchEmail]{Type: typ, Queue: queue, ID: func(e benchEmail) string { return e.ID },
+		WriteResult: shown}).Kind)
+	if err != nil {
+		panic(err) // one valid kind
 	}
-	return &bench{cfg: cfg, env: env, run: id, taskType: typ, catalog: catalog(false), shown: catalog(true)}
+	return cat
 }
 
 func (b *bench) logf(format string, a ...any) {

@@ -64,7 +64,6 @@ func (b *bench) memory(ctx context.Context) (MemoryResult, error) {
 		return MemoryResult{}, err
 	}
 	defer host.Close()
-	host.shown = b.shown
 	n := b.cfg.MemoryN
 	res := MemoryResult{Tasks: n, PayloadBytes: memPayloadBytes, ResultBytes: len(memResult)}
 	drain := func(side, q string) error {

@@ -36,8 +36,6 @@ type workerHost struct {
 	trips *tripCounter
 	store storage.Store
 	warn  io.Writer
-	// shown is sideShown's catalog: the bench's type with WriteResult.
-	shown *dedup.Catalog
 }
 
 func newWorkerHost(env *redisEnv, warn io.Writer) (*workerHost, error) {
@@ -76,7 +74,7 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 	var err error
 	var cat *dedup.Catalog
 	if side == sideShown {
-		cat = h.shown
+		cat = benchCatalog(taskType, queue, true)
 	}
 	r.srv, err = newServer(side == sideOnceq || side == sideShown, cat, h.rdb, h.store, asynq.Config{
 		Concurrency:       concurrency,

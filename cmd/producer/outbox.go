@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 	"github.com/onceq/onceq/internal/observe"
 	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/pgledger"
@@ -180,13 +181,13 @@ func relayLog(log *zap.Logger) dedup.Observer {
 	return func(_ context.Context, e dedup.Event) {
 		lvl := zap.DebugLevel
 		switch e.Outcome {
-		case "error", string(dedup.Conflict):
+		case storage.Errored, dedup.Conflict:
 			lvl = zap.WarnLevel
-		case string(dedup.Throttled):
+		case dedup.Throttled:
 			lvl = zap.InfoLevel
 		}
 		if ce := log.Check(lvl, "outbox relay"); ce != nil {
-			ce.Write(zap.String("key", e.Key.String()), zap.String("outcome", e.Outcome), zap.String("reason", e.Reason))
+			ce.Write(zap.String("key", e.Key.String()), zap.String("outcome", string(e.Outcome)), zap.String("reason", e.Reason))
 		}
 	}
 }

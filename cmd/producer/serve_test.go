@@ -259,7 +259,7 @@ func TestServe(t *testing.T) {
 		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="conflict",side="producer"} 2`,
 		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="throttled",side="producer"} 1`,
 		`onceq_dedup_decisions_total{key_namespace="http",outcome="duplicate",side="api"} 1`,
-		`onceq_dedup_decisions_total{key_namespace="http",outcome="claimed",side="api"} 6`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="acquired",side="api"} 6`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s in\n%s", want, grepLines(metrics, "onceq_dedup_decisions_total"))
@@ -314,7 +314,7 @@ func TestServeMetrics(t *testing.T) {
 	m := metrics()
 	for _, want := range []string{
 		`onceq_dedup_decisions_total{key_namespace="payment:charge",outcome="conflict",side="producer"} 0`,
-		`onceq_dedup_decisions_total{key_namespace="http",outcome="mismatch",side="api"} 0`,
+		`onceq_dedup_decisions_total{key_namespace="http",outcome="conflict",side="api"} 0`,
 		`onceq_http_requests_total{code="401",route="POST /v1/payments"} 0`,
 		`onceq_http_requests_total{code="202",route="POST /v1/emails"} 0`,
 		`onceq_http_request_duration_seconds_count{code="429",route="POST /v1/payments"} 0`,

@@ -105,7 +105,7 @@ func (g *Guard) claim(ctx context.Context, k dedup.Key, fp string) (storage.Clai
 	if !left {
 		return c, nil
 	}
-	g.decide(ctx, k, "cleared", "a claim left by a request that never ran ("+string(rec.State)+")")
+	g.decide(ctx, k, storage.Released, "a claim left by a request that never ran ("+string(rec.State)+")")
 	if err := g.store.Forget(ctx, k); err != nil {
 		return storage.Claim{}, err
 	}

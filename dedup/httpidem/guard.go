@@ -168,12 +168,12 @@ func (g *Guard) Send(ctx context.Context, scope, key, fp string, do func(context
 	k := ReplayKey(scope, key)
 	claimed := time.Now()
 	if resp, ok := g.replays.get(k, fp, claimed); ok {
-		g.decide(ctx, k, "duplicate", "response replayed")
+		g.decide(ctx, k, dedup.Duplicate, "response replayed")
 		return resp, false
 	}
 	c, err := g.claimWaiting(ctx, k, fp)
 	if err != nil {
-		g.decide(ctx, k, "error", err.Error())
+		g.decide(ctx, k, storage.Errored, err.Error())
 		return problem(http.StatusServiceUnavailable, kindUnavailable, "Service unavailable", key, 1,
 			"the idempotency store did not answer: nothing was done; retry with the same Idempotency-Key"), false
 	}
@@ -185,19 +185,19 @@ func (g *Guard) Send(ctx context.Context, scope, key, fp string, do func(context
 			return problem(http.StatusInternalServerError, kindInternal, "Internal error", "", 0, "the stored response cannot be replayed"), false
 		}
 		g.replays.put(k, fp, stored, claimed)
-		g.decide(ctx, k, "duplicate", "response replayed")
+		g.decide(ctx, k, dedup.Duplicate, "response replayed")
 		return replayed(stored), false
 	case dedup.InProgress:
-		g.decide(ctx, k, "in_progress", "a request with this key is in flight")
+		g.decide(ctx, k, dedup.InProgress, "a request with this key is in flight")
 		return problem(http.StatusConflict, kindInFlight, "A request with this Idempotency-Key is in progress", key,
 			Seconds(time.Until(c.LeaseUntil)),
 			"the first request with this Idempotency-Key has not finished; retry after the given seconds, when its claim ends at the latest"), false
 	case dedup.Conflict:
-		g.decide(ctx, k, "mismatch", "another request body under the same key")
+		g.decide(ctx, k, dedup.Conflict, "another request body under the same key")
 		return problem(http.StatusUnprocessableEntity, kindMismatch, "Idempotency-Key reused with another request", key, 0,
 			"this Idempotency-Key was used with another request body; use a new key for a new request"), false
 	}
-	g.decide(ctx, k, "claimed", "")
+	g.decide(ctx, k, dedup.Acquired, "")
 	handedOff := false
 	defer func() { // even if do panics
 		if !handedOff {
@@ -285,7 +285,7 @@ func (g *Guard) claimWaiting(ctx context.Context, k dedup.Key, fp string) (stora
 	return c, err
 }
 
-func (g *Guard) decide(ctx context.Context, k dedup.Key, o string, reason string) {
+func (g *Guard) decide(ctx context.Context, k dedup.Key, o dedup.Decision, reason string) {
 	g.opts.Observer(ctx, dedup.Event{Op: "claim", Key: k, Outcome: o, Reason: reason})
 }
 

@@ -151,7 +151,7 @@ func requireOnce(opts dedup.MiddlewareOptions, h asynq.Handler, task *asynq.Task
 type attemptKey struct{}
 
 // attempt is one run of a delivery, as the store saw it.
-type attempt struct{ claim string } // the claim's outcome
+type attempt struct{ claim dedup.Decision } // the claim's outcome
 
 // deliver takes one delivery to its end as asynq would, and returns the
 // error it ended with: nil once it ran or was answered as a duplicate.

@@ -23,7 +23,7 @@ func (r *Recorder) Observe(_ context.Context, e dedup.Event) {
 }
 
 // Count is how many events had outcome (e.g. "duplicate").
-func (r *Recorder) Count(outcome string) int {
+func (r *Recorder) Count(outcome dedup.Decision) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0

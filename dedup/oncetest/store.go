@@ -74,7 +74,7 @@ func NewStoreWithClock(opts storage.Options, now func() time.Time) (*Store, erro
 	return &Store{opts: opts, now: now, records: map[string]*record{}, windows: map[string]window{}}, nil
 }
 
-func (s *Store) observe(ctx context.Context, op string, k dedup.Key, o string, tok int64, reason string) {
+func (s *Store) observe(ctx context.Context, op string, k dedup.Key, o dedup.Decision, tok int64, reason string) {
 	s.opts.Observer(ctx, dedup.Event{Op: op, Key: k, Outcome: o, Token: tok, Reason: reason})
 }
 
@@ -206,7 +206,7 @@ func (s *Store) Release(ctx context.Context, h storage.Hold, cause string) error
 
 // finish is finish.lua: it ends the run of h, if h is current, in state
 // with tail, kept for ttl.
-func (s *Store) finish(ctx context.Context, op, ok string, h storage.Hold, state dedup.Status, tail string, ttl time.Duration) error {
+func (s *Store) finish(ctx context.Context, op string, ok dedup.Decision, h storage.Hold, state dedup.Status, tail string, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return s.fail(ctx, op, h.Key, err)
 	}

@@ -44,8 +44,8 @@ func testClaimLifecycle(t *testing.T, st suite) {
 		r.CompletedAt.Before(r.FirstSeen) || r.ExpiresIn <= 23*time.Hour {
 		t.Fatalf("status after complete: %+v", r)
 	}
-	for o, want := range map[string]int{
-		"claimed": 1, "in_progress": 1, "completed": 1, "duplicate": 1,
+	for o, want := range map[dedup.Decision]int{
+		dedup.Acquired: 1, dedup.InProgress: 1, storage.Completed: 1, dedup.Duplicate: 1,
 	} {
 		if got := rec.Count(o); got != want {
 			t.Errorf("observer saw %d %s, want %d", got, o, want)
@@ -139,8 +139,8 @@ func testMismatch(t *testing.T, st suite) {
 		t.Fatalf("mismatch reports fingerprint %q, want fp-a", m.Fingerprint)
 	}
 	mustClaim(t, s, k, "", time.Minute, dedup.Duplicate) // no fingerprint: no check
-	if rec.Count("mismatch") != 1 {
-		t.Fatalf("observer saw %d mismatches, want 1", rec.Count("mismatch"))
+	if rec.Count(dedup.Conflict) != 1 {
+		t.Fatalf("observer saw %d mismatches, want 1", rec.Count(dedup.Conflict))
 	}
 }
 
@@ -179,7 +179,7 @@ func testOtherFingerprintTakesOverFailedOrExpired(t *testing.T, st suite) {
 		mustClaim(t, s, k, "fp-b", time.Minute, dedup.Duplicate)
 		mustClaim(t, s, k, "fp-a", time.Minute, dedup.Conflict)
 	}
-	if n := rec.Count("mismatch"); n != 2 {
+	if n := rec.Count(dedup.Conflict); n != 2 {
 		t.Fatalf("observer saw %d mismatches, want 2 (one per done record)", n)
 	}
 }

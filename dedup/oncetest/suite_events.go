@@ -43,23 +43,24 @@ func testEvents(t *testing.T, st suite) {
 
 	// why: the event says why the job was stopped or delayed.
 	type ev struct {
-		op, outcome string
-		key         dedup.Key
-		token       int64
-		why         bool
+		op      string
+		outcome dedup.Decision
+		key     dedup.Key
+		token   int64
+		why     bool
 	}
 	want := []ev{
-		{"claim", "claimed", k, first.Hold.Token, false},
+		{"claim", dedup.Acquired, k, first.Hold.Token, false},
 		{"claim", "in_progress", k, 0, true},
 		{"release", "released", k, first.Hold.Token, true}, // the cause: "smtp 451"
-		{"claim", "claimed", k, c.Hold.Token, false},
+		{"claim", dedup.Acquired, k, c.Hold.Token, false},
 		{"extend", "extended", k, c.Hold.Token, false},
 		{"extend", "lease_lost", k, first.Hold.Token, true},
 		{"complete", "completed", k, c.Hold.Token, false},
 		{"complete", "lease_lost", k, first.Hold.Token, true},
 		{"release", "lease_lost", k, c.Hold.Token, true},
 		{"claim", "duplicate", k, 0, true},
-		{"claim", "mismatch", k, 0, true},
+		{"claim", dedup.Conflict, k, 0, true},
 		{"reserve", "reserved", w, 0, false},
 		{"reserve", "throttled", w, 0, true},
 		{"reserve", "reserved", w, 0, true}, // the holder again

@@ -2,9 +2,9 @@ package storage
 
 import "context"
 
-// Decision is what onceq decided about a job: the Producer's answer to an
-// enqueue (Outcome.Decision) and a Store's to a claim (Claim.Outcome), in
-// one vocabulary.
+// Decision is what the library decided about a job, in one vocabulary: the
+// Producer's answer to an enqueue (Outcome.Decision), a Store's to a claim
+// (Claim.Outcome), and every Event's outcome, which logs and metrics carry.
 type Decision string
 
 const (
@@ -24,6 +24,30 @@ const (
 	// Throttled: a time window or rate rule refused the job; retry after
 	// RetryAfter. Never a duplicate: the window's holder is another job.
 	Throttled Decision = "throttled"
+
+	// What an Event reports beyond those.
+
+	// Completed: a run's completion was recorded.
+	Completed Decision = "completed"
+	// Released: a run failed and its claim was given up; the next claims.
+	Released Decision = "released"
+	// Extended: a lease was pushed on (the heartbeat).
+	Extended Decision = "extended"
+	// LeaseLost: a hold's token was no longer current; nothing was written.
+	LeaseLost Decision = "lease_lost"
+	// Reserved: a window was taken for its holder.
+	Reserved Decision = "reserved"
+	// BadPayload: a task yields no key (not the JSON its type takes).
+	BadPayload Decision = "bad_payload"
+	// Orphaned: a dead worker's task went back to asynq.
+	Orphaned Decision = "orphaned"
+	// LeaseExpired: an active task went back to asynq after its lease ran
+	// out with no run holding it.
+	LeaseExpired Decision = "lease_expired"
+	// Off: a part that cannot run in this setup, said once at start-up.
+	Off Decision = "off"
+	// Errored: the operation failed; the Event's Reason is the error.
+	Errored Decision = "error"
 )
 
 // Status is where a job is, in the one vocabulary the Producer, the CLI,
@@ -50,13 +74,8 @@ type Event struct {
 	// liveness key).
 	Op  string
 	Key Key
-	// Outcome is what it decided: claimed, duplicate, in_progress,
-	// mismatch (a done key claimed with other content), completed,
-	// released, extended, lease_lost, reserved, enqueued, throttled,
-	// conflict (a key enqueued again with other content), bad_payload,
-	// orphaned or lease_expired (a dead worker's task recovered), off (a
-	// part that cannot run in this setup, said once at start-up) or error.
-	Outcome string
+	// Outcome is what it decided, a Decision.
+	Outcome Decision
 	Token   int64  // the hold's token, where there is one
 	Reason  string // why a job was stopped or delayed; the error for "error"
 }

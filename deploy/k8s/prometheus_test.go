@@ -187,7 +187,7 @@ func TestPrometheusAlertsFire(t *testing.T) {
 		{`onceq_redis_up{job="onceq-dashboard",namespace="onceq",pod="worker-2"}`, "1x20"},
 		{`onceq_liveness_refresh_failures_total{job="onceq-dashboard",namespace="onceq",pod="worker-1"}`, "0 0 0+3x18"},
 		{`onceq_liveness_refresh_failures_total{job="onceq-dashboard",namespace="onceq",pod="worker-2"}`, "0x20"},
-		{`onceq_dedup_decisions_total{side="api",key_namespace="http",outcome="mismatch",pod="api-1"}`, "0 0+1x19"},
+		{`onceq_dedup_decisions_total{side="api",key_namespace="http",outcome="conflict",pod="api-1"}`, "0 0+1x19"},
 		{`onceq_dedup_decisions_total{side="producer",key_namespace="payment:charge",outcome="conflict",pod="api-1"}`, "0 0 1x18"},
 	}
 	firing := []sample{

@@ -223,7 +223,7 @@ func (e *env) pending(queue string) []*asynq.TaskInfo {
 	return ts
 }
 
-func (e *env) outcomes(o string) int {
+func (e *env) outcomes(o dedup.Decision) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0

@@ -63,7 +63,7 @@ func TestKeyReusedWithAnotherBodyIs422(t *testing.T) {
 	}
 	// Keys are scoped per route: the same key on another route is another request.
 	accepted(t, e.post(emailPath, `{"to":"a@example.com","subject":"s","body":"b","id":"e-1"}`, "order-1"), http.StatusAccepted)
-	if n := e.outcomes("mismatch"); n != 1 {
+	if n := e.outcomes("conflict"); n != 1 {
 		t.Errorf("%d mismatch decisions, want 1", n)
 	}
 	if n := e.tasks(); n != 2 {

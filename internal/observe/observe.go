@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // keyNamespace labels an idempotency key's namespace. Not "namespace":
@@ -82,13 +83,13 @@ func (m *Metrics) DependencyUp(name string, up bool) {
 
 // sideOutcomes are the outcomes each side reports, started at zero so that
 // rate() and alerts see a series before the first event.
-var sideOutcomes = map[string][]string{
-	"worker": {"claimed", "duplicate", "in_progress", "mismatch",
-		"completed", "released", "lease_lost", "bad_payload", "orphaned", "lease_expired", "error"},
-	"producer": {"enqueued", "duplicate", "conflict", "throttled", "error"},
+var sideOutcomes = map[string][]dedup.Decision{
+	"worker": {dedup.Acquired, dedup.Duplicate, dedup.InProgress, dedup.Conflict,
+		storage.Completed, storage.Released, storage.LeaseLost, storage.BadPayload, storage.Orphaned, storage.LeaseExpired, storage.Errored},
+	"producer": {dedup.Enqueued, dedup.Duplicate, dedup.Conflict, dedup.Throttled, storage.Errored},
 	// The API's own: Idempotency-Key claims (namespace "http") and refusals
 	// before the Producer (a type's namespace).
-	"api": {"claimed", "duplicate", "in_progress", "mismatch", "bad_payload", "error"},
+	"api": {dedup.Acquired, dedup.Duplicate, dedup.InProgress, dedup.Conflict, storage.BadPayload, storage.Errored},
 }
 
 // Zero starts the counters of side for each key namespace at zero (the
@@ -112,7 +113,7 @@ func (m *Metrics) Zero(side string, namespaces []string) {
 func (m *Metrics) Observer(log *zap.Logger, side string) dedup.Observer {
 	return func(ctx context.Context, d dedup.Event) {
 		switch {
-		case d.Op == "extend" && d.Outcome == "extended":
+		case d.Op == "extend" && d.Outcome == storage.Extended:
 			return // heartbeats: neither news nor a decision
 		case d.Op == "liveness":
 			m.liveFail.Inc()
@@ -121,17 +122,17 @@ func (m *Metrics) Observer(log *zap.Logger, side string) dedup.Observer {
 				log.Warn("liveness key not written", zap.String("side", side), zap.String("reason", d.Reason))
 			}
 			return
-		case d.Outcome == "off":
+		case d.Outcome == storage.Off:
 			log.Info("off in this setup", zap.String("side", side), zap.String("op", d.Op), zap.String("reason", d.Reason))
 			return
 		}
 		m.decisions.WithLabelValues(side, d.Key.Namespace, string(d.Outcome)).Inc()
-		if d.Outcome == "lease_lost" {
+		if d.Outcome == storage.LeaseLost {
 			m.leaseLost.WithLabelValues(d.Key.Namespace).Inc()
 		}
 		lvl := zap.DebugLevel
 		switch {
-		case d.Outcome == "error":
+		case d.Outcome == storage.Errored:
 			lvl = zap.WarnLevel
 		case blocks(d.Outcome):
 			lvl = zap.InfoLevel
@@ -146,9 +147,10 @@ func (m *Metrics) Observer(log *zap.Logger, side string) dedup.Observer {
 
 // blocks reports whether an outcome stops or delays a job: those are the
 // decisions worth an info line, the rest are the hot path.
-func blocks(outcome string) bool {
+func blocks(outcome dedup.Decision) bool {
 	switch outcome {
-	case "duplicate", "in_progress", "mismatch", "lease_lost", "throttled", "conflict", "bad_payload", "orphaned", "lease_expired":
+	case dedup.Duplicate, dedup.InProgress, dedup.Conflict, storage.LeaseLost, dedup.Throttled,
+		storage.BadPayload, storage.Orphaned, storage.LeaseExpired:
 		return true
 	}
 	return false

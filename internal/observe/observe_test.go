@@ -26,7 +26,7 @@ func TestObserverLogsAndCounts(t *testing.T) {
 	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-1"}
 	ctx := context.Background()
 	for _, d := range []dedup.Event{
-		{Op: "claim", Key: k, Outcome: "claimed"},
+		{Op: "claim", Key: k, Outcome: dedup.Acquired},
 		{Op: "claim", Key: k, Outcome: "duplicate", Reason: "done at x"},
 		{Op: "complete", Key: k, Outcome: "lease_lost"},
 		{Op: "claim", Key: k, Outcome: "error", Reason: "connection refused"},
@@ -41,7 +41,7 @@ func TestObserverLogsAndCounts(t *testing.T) {
 			t.Errorf("log line without key fields: %v", e.ContextMap())
 		}
 	}
-	want := map[string]zapcore.Level{"claimed": zapcore.DebugLevel, "duplicate": zapcore.InfoLevel,
+	want := map[string]zapcore.Level{"acquired": zapcore.DebugLevel, "duplicate": zapcore.InfoLevel,
 		"lease_lost": zapcore.InfoLevel, "error": zapcore.WarnLevel}
 	if len(levels) != len(want) {
 		t.Fatalf("logged %v, want %v (heartbeats are not logged)", levels, want)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // Options are the StoreOptions a Store applies defaults to and checks
@@ -130,17 +132,17 @@ const (
 	OpRelease  = "release"
 	OpReserve  = "reserve"
 
-	OutcomeClaimed    = "claimed"
-	OutcomeDuplicate  = "duplicate"
-	OutcomeInProgress = "in_progress"
-	OutcomeMismatch   = "mismatch"
-	OutcomeCompleted  = "completed"
-	OutcomeReleased   = "released"
-	OutcomeExtended   = "extended"
-	OutcomeLeaseLost  = "lease_lost"
-	OutcomeReserved   = "reserved"
-	OutcomeThrottled  = "throttled"
-	OutcomeError      = "error"
+	OutcomeClaimed    = storage.Acquired
+	OutcomeDuplicate  = storage.Duplicate
+	OutcomeInProgress = storage.InProgress
+	OutcomeMismatch   = storage.Conflict
+	OutcomeCompleted  = storage.Completed
+	OutcomeReleased   = storage.Released
+	OutcomeExtended   = storage.Extended
+	OutcomeLeaseLost  = storage.LeaseLost
+	OutcomeReserved   = storage.Reserved
+	OutcomeThrottled  = storage.Throttled
+	OutcomeError      = storage.Errored
 )
 
 // The reasons a Store's events give for stopping or delaying a job.
