@@ -83,16 +83,19 @@ func (wh Webhook) checkEnvelope() error {
 // route checks wh and returns the follow-up job its event type calls for,
 // built by emails. routed is false for a type no route takes: such events
 // are acknowledged and ignored, so they are valid whatever their data.
-func (wh Webhook) route(emails *dedup.Typed[Email]) (job dedup.Job, routed bool, err error) {
+// skipped says why a routed event makes no follow-up job (its data lacks
+// what the job needs): it is still processed, once. Only an envelope or
+// data that is not the JSON it should be is an error.
+func (wh Webhook) route(emails *dedup.Typed[Email]) (job dedup.Job, routed bool, skipped string, err error) {
 	if err := wh.checkEnvelope(); err != nil {
-		return dedup.Job{}, false, err
+		return dedup.Job{}, false, "", err
 	}
 	switch wh.Type {
 	case EventUserCreated:
-		job, err = wh.welcome(emails)
-		return job, true, err
+		job, skipped, err = wh.welcome(emails)
+		return job, true, skipped, err
 	}
-	return dedup.Job{}, false, nil
+	return dedup.Job{}, false, "", nil
 }
 
 // webhookPrint is what an event's fingerprint covers.
@@ -128,7 +131,7 @@ func webhookSpec(emails *dedup.Typed[Email]) dedup.Spec[Webhook] {
 			}
 		},
 		Validate: func(wh Webhook) error {
-			_, _, err := wh.route(emails)
+			_, _, _, err := wh.route(emails)
 			return err
 		},
 		WriteResult: true, // what the event was routed to, on the dashboard
@@ -152,14 +155,18 @@ type UserCreated struct {
 	Name   string `json:"name"`
 }
 
-// WebhookResult is the webhook handler's result: Routed, Outcome and TaskID
-// for a routed event, Ignored and Type for one no route takes.
+// WebhookResult is the webhook handler's result: the event id it
+// processed; Routed, Outcome and TaskID for a routed event, or
+// WelcomeEmail "skipped: <why>" when its data makes no welcome email;
+// Ignored and Type for one no route takes.
 type WebhookResult struct {
-	Routed  string         `json:"routed,omitempty"`
-	Outcome dedup.Decision `json:"outcome,omitempty"`
-	TaskID  string         `json:"task_id,omitempty"`
-	Ignored bool           `json:"ignored,omitempty"`
-	Type    string         `json:"type,omitempty"`
+	Processed    string         `json:"processed"`
+	Routed       string         `json:"routed,omitempty"`
+	Outcome      dedup.Decision `json:"outcome,omitempty"`
+	TaskID       string         `json:"task_id,omitempty"`
+	WelcomeEmail string         `json:"welcome_email,omitempty"`
+	Ignored      bool           `json:"ignored,omitempty"`
+	Type         string         `json:"type,omitempty"`
 }
 
 // WebhookHandler routes TypeWebhook events by type to follow-up jobs.
@@ -180,7 +187,7 @@ func (h WebhookHandler) route(ctx context.Context, wh Webhook) (WebhookResult, e
 	if emails == nil {
 		emails = Emails
 	}
-	job, routed, err := wh.route(emails)
+	job, routed, skipped, err := wh.route(emails)
 	if err != nil {
 		return WebhookResult{}, err
 	}
@@ -189,7 +196,11 @@ func (h WebhookHandler) route(ctx context.Context, wh Webhook) (WebhookResult, e
 	if !routed {
 		// Acknowledge what nobody routes: a retry would not change the answer.
 		log.Debug("webhook ignored")
-		return WebhookResult{Ignored: true, Type: wh.Type}, nil
+		return WebhookResult{Processed: wh.EventID, Ignored: true, Type: wh.Type}, nil
+	}
+	if skipped != "" {
+		log.Info("webhook processed without its follow-up", zap.String("skipped", skipped))
+		return WebhookResult{Processed: wh.EventID, WelcomeEmail: "skipped: " + skipped}, nil
 	}
 	if h.Enqueuer == nil {
 		return WebhookResult{}, errors.New("tasks: webhook handler has no Enqueuer")
@@ -199,31 +210,30 @@ func (h WebhookHandler) route(ctx context.Context, wh Webhook) (WebhookResult, e
 		return WebhookResult{}, fmt.Errorf("tasks: %s: enqueue %s: %w", TypeWebhook, job.Task.Type(), err)
 	}
 	log.Debug("webhook routed", zap.String("routed", job.Task.Type()), zap.String("outcome", string(out.Decision)))
-	return WebhookResult{Routed: job.Task.Type(), Outcome: out.Decision, TaskID: out.TaskID}, nil
+	return WebhookResult{Processed: wh.EventID, Routed: job.Task.Type(), Outcome: out.Decision, TaskID: out.TaskID}, nil
 }
 
 // welcome is the welcome email of a user.created event, keyed by source and
 // event id so a redelivered event does not welcome twice and two senders
-// never collide.
-func (wh Webhook) welcome(emails *dedup.Typed[Email]) (dedup.Job, error) {
-	fail := func(err error) (dedup.Job, error) {
-		return dedup.Job{}, fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
+// never collide; skipped says why there is none (no data, no usable
+// email): the event is still processed. Data that is not an object of
+// the right types is an error.
+func (wh Webhook) welcome(emails *dedup.Typed[Email]) (job dedup.Job, skipped string, err error) {
+	fail := func(err error) (dedup.Job, string, error) {
+		return dedup.Job{}, "", fmt.Errorf("tasks: %s: %s data: %w", TypeWebhook, EventUserCreated, err)
 	}
 	data := wh.data()
-	if len(data) == 0 {
-		return fail(fmt.Errorf("%w: no data", dedup.ErrInvalid))
+	if len(data) == 0 || string(data) == "null" {
+		return dedup.Job{}, "no data", nil
 	}
 	var u UserCreated
 	// Not strict: senders add fields to their events, and that must not
-	// refuse them. Wrong types and missing fields still fail.
+	// refuse them. Wrong types still fail.
 	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&u); err != nil {
 		return fail(fmt.Errorf("%w: %v", dedup.ErrInvalid, err))
 	}
-	switch {
-	case u.UserID == "":
-		return fail(fmt.Errorf("%w: user_id is missing or empty", dedup.ErrInvalid))
-	case u.Email == "":
-		return fail(fmt.Errorf("%w: email is missing or empty", dedup.ErrInvalid))
+	if u.Email == "" {
+		return dedup.Job{}, "no email", nil
 	}
 	subject, greeting := "Welcome", "Hi,"
 	if u.Name != "" {
@@ -237,7 +247,7 @@ func (wh Webhook) welcome(emails *dedup.Typed[Email]) (dedup.Job, error) {
 		Body:    greeting + "\n\nwelcome aboard: your account is ready.\n",
 	})
 	if j.Err != nil {
-		return fail(j.Err)
+		return dedup.Job{}, "email not usable: " + j.Err.Error(), nil
 	}
-	return j, nil
+	return j, "", nil
 }

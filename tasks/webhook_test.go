@@ -60,16 +60,19 @@ func TestNewWebhook(t *testing.T) {
 		{"an Idempotency-Key never replaces the signed id", valid, "idem-9", "webhook:process/auth0:evt_1", ""},
 		{"unknown type without data", with(func(w *Webhook) { w.Type, w.Data = "invoice.paid", nil }), "", "webhook:process/auth0:evt_1", ""},
 		{"unknown type with any data", with(func(w *Webhook) { w.Type, w.Data = "invoice.paid", json.RawMessage(`[1]`) }), "", "webhook:process/auth0:evt_1", ""},
-		{"user.created without data", with(func(w *Webhook) { w.Data = nil }), "", "", "no data"},
-		{"user.created with null data", with(func(w *Webhook) { w.Data = json.RawMessage(`null`) }), "", "", "user_id"},
-		{"user.created data an array", with(func(w *Webhook) { w.Data = json.RawMessage(`[1,2]`) }), "", "", "user.created data"},
-		{"user.created without user_id", with(func(w *Webhook) { w.Data = json.RawMessage(`{"email":"ann@example.com"}`) }), "", "", "user_id"},
-		{"user.created with user_id a number", with(func(w *Webhook) { w.Data = json.RawMessage(`{"user_id":5,"email":"ann@example.com"}`) }), "", "", "user_id"},
-		{"user.created without email", with(func(w *Webhook) { w.Data = json.RawMessage(`{"user_id":"u1"}`) }), "", "", "email"},
-		{"user.created with a bad email", with(func(w *Webhook) { w.Data = json.RawMessage(`{"user_id":"u1","email":"ann"}`) }), "", "", "to \"ann\""},
+		// Data that lacks what the welcome email needs is still an event,
+		// processed once with the reason recorded; only data of the wrong
+		// JSON type is invalid.
+		{"user.created without data", with(func(w *Webhook) { w.Data = nil }), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created with null data", with(func(w *Webhook) { w.Data = json.RawMessage(`null`) }), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created without user_id", with(func(w *Webhook) { w.Data = json.RawMessage(`{"email":"ann@example.com"}`) }), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created without email", with(func(w *Webhook) { w.Data = json.RawMessage(`{"user_id":"u1"}`) }), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created with a bad email", with(func(w *Webhook) { w.Data = json.RawMessage(`{"user_id":"u1","email":"ann"}`) }), "", "webhook:process/auth0:evt_1", ""},
 		{"user.created name injects a header", with(func(w *Webhook) {
 			w.Data = json.RawMessage(`{"user_id":"u1","email":"ann@example.com","name":"Ann\r\nBcc: eve@example.com"}`)
-		}), "", "", "CR or LF"},
+		}), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created data an array", with(func(w *Webhook) { w.Data = json.RawMessage(`[1,2]`) }), "", "", "user.created data"},
+		{"user.created with user_id a number", with(func(w *Webhook) { w.Data = json.RawMessage(`{"user_id":5,"email":"ann@example.com"}`) }), "", "", "user_id"},
 		{"source with upper case", with(func(w *Webhook) { w.Source = "Auth0" }), "", "", "source"},
 		{"source too long", with(func(w *Webhook) { w.Source = strings.Repeat("a", 65) }), "", "", "source"},
 		{"source with slash", with(func(w *Webhook) { w.Source = "a/b" }), "", "", "source"},
@@ -86,10 +89,10 @@ func TestNewWebhook(t *testing.T) {
 			w.Data, w.Body = json.RawMessage(`null`), json.RawMessage(`{"data":`+userData+`}`)
 		}), "", "webhook:process/auth0:evt_1", ""},
 		{"a sender's body without a type", with(func(w *Webhook) { w.Type, w.Data, w.Body = "", nil, json.RawMessage(`{"test":1}`) }), "", "webhook:process/auth0:evt_1", ""},
-		{"user.created body without data", with(func(w *Webhook) { w.Data, w.Body = nil, json.RawMessage(`{"id":"evt_1"}`) }), "", "", "no data"},
-		{"user.created body data without user_id", with(func(w *Webhook) {
-			w.Data, w.Body = nil, json.RawMessage(`{"data":{"email":"ann@example.com"}}`)
-		}), "", "", "user_id"},
+		{"user.created body without data", with(func(w *Webhook) { w.Data, w.Body = nil, json.RawMessage(`{"id":"evt_1"}`) }), "", "webhook:process/auth0:evt_1", ""},
+		{"user.created body data of the wrong type", with(func(w *Webhook) {
+			w.Data, w.Body = nil, json.RawMessage(`{"data":{"email":7}}`)
+		}), "", "", "email"},
 		{"unknown type, any body", with(func(w *Webhook) { w.Type, w.Data, w.Body = "push", nil, json.RawMessage(`{"ref":"x"}`) }), "", "webhook:process/auth0:evt_1", ""},
 		{"body an array", with(func(w *Webhook) { w.Body = json.RawMessage(`[1]`) }), "", "", "JSON object"},
 		{"body not JSON", with(func(w *Webhook) { w.Body = json.RawMessage(`{"a":`) }), "", "", "JSON object"},
@@ -148,7 +151,7 @@ func TestWebhookHandlerRoutesUserCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (WebhookResult{Routed: TypeEmail, Outcome: dedup.Enqueued, TaskID: "email:send/welcome-auth0:evt_1"}) {
+	if res != (WebhookResult{Processed: "evt_1", Routed: TypeEmail, Outcome: dedup.Enqueued, TaskID: "email:send/welcome-auth0:evt_1"}) {
 		t.Errorf("result = %+v", res)
 	}
 	if len(enq.jobs) != 1 {
@@ -183,7 +186,7 @@ func TestWebhookHandlerIgnoresUnknownTypes(t *testing.T) {
 	w := userCreated("evt_5", `{"anything":true}`)
 	w.Type = "invoice.paid"
 	res, err := WebhookHandler{Enqueuer: enq}.process(context.Background(), mustJob(t)(NewWebhook(w)).Task)
-	if err != nil || res != (WebhookResult{Ignored: true, Type: "invoice.paid"}) {
+	if err != nil || res != (WebhookResult{Processed: "evt_5", Ignored: true, Type: "invoice.paid"}) {
 		t.Fatalf("unknown type: %+v, %v; want ignored, nil", res, err)
 	}
 	if len(enq.jobs) != 0 {
@@ -214,11 +217,6 @@ func TestWebhookHandlerFailures(t *testing.T) {
 	}{
 		{"data is an array", &fakeEnqueuer{}, task(`[1,2]`), true},
 		{"user_id a number", &fakeEnqueuer{}, task(`{"user_id":5,"email":"ann@example.com"}`), true},
-		{"no email", &fakeEnqueuer{}, task(`{"user_id":"u1","name":"Ann"}`), true},
-		{"bad email", &fakeEnqueuer{}, task(`{"user_id":"u1","email":"ann"}`), true},
-		{"no data", &fakeEnqueuer{}, task(``), true},
-		{"null data", &fakeEnqueuer{}, task(`null`), true},
-		{"name injects a header", &fakeEnqueuer{}, task(`{"user_id":"u1","email":"ann@example.com","name":"Ann\r\nBcc: eve@example.com"}`), true},
 		{"unknown payload field", &fakeEnqueuer{}, asynq.NewTask(TypeWebhook, []byte(`{"source":"a","event_id":"e","type":"t","data":null,"extra":1}`)), true},
 		{"bad source past the constructor", &fakeEnqueuer{}, asynq.NewTask(TypeWebhook, []byte(`{"source":"A B","event_id":"e","type":"t","data":null}`)), true},
 		{"enqueue fails", &fakeEnqueuer{err: errors.New("redis down")}, task(userData), false},
@@ -231,6 +229,37 @@ func TestWebhookHandlerFailures(t *testing.T) {
 		if len(tt.enq.jobs) != 0 {
 			t.Errorf("%s: enqueued %d jobs", tt.name, len(tt.enq.jobs))
 		}
+	}
+}
+
+// An event whose data makes no welcome email is processed, once, and its
+// result says why nothing followed: not refused, not retried.
+func TestWebhookHandlerSkipsWhatItCannotFollowUp(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, data, want string }{
+		{"no data", ``, "skipped: no data"},
+		{"null data", `null`, "skipped: no data"},
+		{"the seed's event: a name, no email", `{"name":"Alice"}`, "skipped: no email"},
+		{"no email", `{"user_id":"u1","name":"Ann"}`, "skipped: no email"},
+		{"bad email", `{"user_id":"u1","email":"ann"}`, "skipped: email not usable"},
+		{"name injects a header", `{"user_id":"u1","email":"ann@example.com","name":"Ann\r\nBcc: eve@example.com"}`, "skipped: email not usable"},
+	} {
+		w := userCreated("evt_123", tt.data)
+		if tt.data == "" {
+			w.Data = nil
+		}
+		enq := &fakeEnqueuer{}
+		res, err := WebhookHandler{Enqueuer: enq}.process(context.Background(), mustJob(t)(NewWebhook(w)).Task)
+		if err != nil || res.Processed != "evt_123" || !strings.HasPrefix(res.WelcomeEmail, tt.want) || res.Routed != "" {
+			t.Errorf("%s: %+v, %v; want processed evt_123, welcome_email %q…", tt.name, res, err, tt.want)
+		}
+		if len(enq.jobs) != 0 {
+			t.Errorf("%s: enqueued %d jobs", tt.name, len(enq.jobs))
+		}
+	}
+	b, err := json.Marshal(WebhookResult{Processed: "evt_123", WelcomeEmail: "skipped: no email"})
+	if err != nil || string(b) != `{"processed":"evt_123","welcome_email":"skipped: no email"}` {
+		t.Errorf("result JSON = %s, %v", b, err)
 	}
 }
 

@@ -59,7 +59,7 @@ func TestBatchRejectsBadLineAndEnqueuesNothing(t *testing.T) {
 		"trailing":       `{"type":"email:send","payload":{"to":"a@example.com","subject":"s","body":"b"}} {}`,
 		"header newline": `{"type":"email:send","payload":{"to":"a@example.com","subject":"s\r\nBcc: x@y","body":"b"}}`,
 		"empty email":    `{"type":"email:send","payload":{"to":"a@example.com","subject":"","body":""}}`,
-		"no user_id":     `{"type":"webhook:process","payload":{"source":"acme","event_id":"e","type":"user.created","data":{"email":"a@example.com"}}}`,
+		"email a number": `{"type":"webhook:process","payload":{"source":"acme","event_id":"e","type":"user.created","data":{"email":7}}}`,
 	} {
 		good := `{"type":"email:send","payload":{"to":"ok@example.com","subject":"s","body":"b"}}`
 		out, err := cli(t, good+"\n"+line+"\n", "batch")
@@ -88,12 +88,15 @@ func TestStatusAndSingleCommands(t *testing.T) {
 	store, _ := dedup.NewRedisStore(srv.Client(t), storage.Options{})
 	k := dedup.Key{Namespace: "payment:charge", ID: "pmt-20260628-001"}
 	c, _ := store.Claim(context.Background(), k, "", time.Minute, "")
-	if err := store.Complete(context.Background(), c.Hold, []byte(`{"charge_id":"ch_9"}`), 0); err != nil {
+	if err := store.Complete(context.Background(), c.Hold, []byte(`{"charge_id":"ch_9","to":"<ops@example.com>"}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	out, err = cli(t, "", "status", k.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"<ops@example.com>"`) {
+		t.Errorf("status escapes what a terminal shows as is:\n%s", out)
 	}
 	var s dedup.JobStatus
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
@@ -136,7 +139,8 @@ func TestRedisUnreachableIsClear(t *testing.T) {
 
 func TestHelpListsVariables(t *testing.T) {
 	out, err := cli(t, "", "--help")
-	if err != nil || !strings.Contains(out, "ONCEQ_REDIS_URL") || !strings.Contains(out, "batch") {
+	// serve's variables too: --help is where the usage sends you.
+	if err != nil || !strings.Contains(out, "ONCEQ_REDIS_URL") || !strings.Contains(out, "ONCEQ_API_ADDR") || !strings.Contains(out, "batch") {
 		t.Fatalf("help: %v\n%s", err, out)
 	}
 	if _, err := cli(t, ""); err == nil {

@@ -46,9 +46,17 @@ func TestCLIParsesBeforeRedis(t *testing.T) {
 		{[]string{"email", "--to", "not-an-address", "--subject", "s", "--body", "b"}, exitUsage, "invalid payload"},
 		{[]string{"email", "--to", "a@example.com"}, exitUsage, "subject and body are both empty"},
 		{[]string{"enqueue", "email:send", `{"to":"a@example.com","subject":"","body":""}`}, exitUsage, "subject and body are both empty"},
-		{[]string{"enqueue", "webhook:process", `{"source":"acme","event_id":"e1","type":"user.created","data":{"email":"a@example.com"}}`},
-			exitUsage, "user_id"},
+		{[]string{"enqueue", "webhook:process", `{"source":"acme","event_id":"e1","type":"user.created","data":{"email":7}}`},
+			exitUsage, "email"},
 		{[]string{"enqueue", "fax:send", "{}"}, exitUsage, "unknown task type"},
+		// Errors name the flag, not the payload field it fills.
+		{[]string{"payment", "--account", "a", "--amount", "1", "--currency", "EUR"}, exitUsage, "--payment-id is required"},
+		{[]string{"email", "--subject", "s", "--body", "b"}, exitUsage, "--to is required"},
+		{[]string{"scan", "--mode", "full"}, exitUsage, "--path is required"},
+		// A mistyped type is no job that "is unknown": it is a usage error.
+		{[]string{"status", "fax:send/x"}, exitUsage, "the types are email:send, order:fulfil"},
+		// Refused member names come with the accepted ones.
+		{[]string{"enqueue", "scan:file", `{"file":"a"}`}, exitUsage, "accepted: path, file_id, mode"},
 		{[]string{}, exitUsage, "no command"},
 	} {
 		out, err := cli(t, "", c.args...)

@@ -176,7 +176,8 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 // payload's body. The event id comes from what the sender signed: signedID
 // (Standard Webhooks), the body's idField (onceq; "id" for Stripe), or for
 // GitHub, whose delivery id is not signed, the SHA-256 of the body. The
-// type is the body's "type", or GitHub's X-GitHub-Event header.
+// type is the body's "type" (onceq's dialect: or its "event"), or GitHub's
+// X-GitHub-Event header.
 func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tasks.Webhook, error) {
 	var fields map[string]json.RawMessage
 	if err := strictjson.Decode(body, &fields); err != nil {
@@ -224,10 +225,17 @@ func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tas
 	if err := member("type", &wh.Type); err != nil {
 		return tasks.Webhook{}, err
 	}
+	if _, ok := fields["type"]; !ok && sc == SchemeOnceq {
+		// onceq's dialect names the type "type", or "event" as many
+		// senders do ({"id":"evt_123","event":"user.created",...}).
+		if err := member("event", &wh.Type); err != nil {
+			return tasks.Webhook{}, err
+		}
+	}
 	if wh.Type == "" && sc == SchemeOnceq {
 		// onceq's own dialect requires a type; another sender's event
 		// without one is routed nowhere and acknowledged.
-		return tasks.Webhook{}, fmt.Errorf("%w: type is missing or empty", dedup.ErrInvalid)
+		return tasks.Webhook{}, fmt.Errorf("%w: the event type (\"type\", or \"event\") is missing or empty", dedup.ErrInvalid)
 	}
 	if wh.EventID == "" {
 		return tasks.Webhook{}, fmt.Errorf("%w: the event id field %q is missing or empty", dedup.ErrInvalid, idField)

@@ -146,17 +146,18 @@ func TestWebhookKeyReusedForAnotherEvent(t *testing.T) {
 	}
 }
 
-// An event its route cannot use is refused at the door, before its event id
-// is taken: the corrected resend of the same event is accepted, where a 202
-// for the bad one would have had the worker archive it and the id refuse the
-// fix for the unique window.
+// An event whose data is malformed for its route is refused at the door,
+// before its event id is taken: the corrected resend of the same event is
+// accepted, where a 202 for the bad one would have had the worker archive
+// it and the id refuse the fix for the unique window. (Data that is well
+// formed but lacks what a follow-up needs is accepted: see tasks.)
 func TestWebhookInvalidDataRefusedThenCorrectedAccepted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	bad := `{"id":"evt_fix","type":"user.created","data":{"email":"ada@example.com"}}`
+	bad := `{"id":"evt_fix","type":"user.created","data":{"email":7}}`
 	p := problem(t, e.webhook(bad, "delivery-fix"), http.StatusBadRequest)
-	if p.Type != api.ProblemType+"invalid-payload" || !strings.Contains(p.Detail, "user_id") {
-		t.Fatalf("problem %+v, want invalid-payload naming user_id", p)
+	if p.Type != api.ProblemType+"invalid-payload" || !strings.Contains(p.Detail, "email") {
+		t.Fatalf("problem %+v, want invalid-payload naming email", p)
 	}
 	if n := e.tasks(); n != 0 {
 		t.Fatalf("%d tasks after a refused event, want 0", n)
@@ -192,5 +193,45 @@ func TestWebhookKeepsTheSendersBody(t *testing.T) {
 	}
 	if wh.Source != source || wh.Type != "order.paid" || string(wh.Body) != body {
 		t.Fatalf("payload %+v, want the source from the path and the body kept as sent", wh)
+	}
+}
+
+// The seed sends its webhook as many senders do: the type under "event",
+// the retry key in X-Idempotency-Key, data without what a welcome email
+// needs. It is accepted (the worker records why nothing followed), its
+// retry replayed, and a resend without the header a duplicate.
+func TestWebhookAsTheSeedSendsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := `{"id":"evt_123","event":"user.created","data":{"name":"Alice"}}`
+	send := func(key string) reply {
+		h := map[string]string{api.SignatureHeader: testenv.Sign(secret, e.clock(), []byte(body))}
+		if key != "" {
+			h["X-Idempotency-Key"] = key
+		}
+		return e.do(req{path: "/v1/webhooks/" + source, body: body, header: h})
+	}
+	first := send("wh-evt_123")
+	a := accepted(t, first, http.StatusAccepted)
+	if a.Decision != dedup.Enqueued || a.Key != "webhook:process/"+source+":evt_123" {
+		t.Fatalf("accepted %+v", a)
+	}
+	if wh := e.payloadOf(t); wh.Type != "user.created" {
+		t.Fatalf("type %q, want user.created read from \"event\"", wh.Type)
+	}
+	retry := send("wh-evt_123")
+	if retry.Status != http.StatusAccepted || retry.Header.Get(api.ReplayedHeader) != "true" || !bytes.Equal(retry.Body, first.Body) {
+		t.Fatalf("retry: %d %s, want the first answer replayed", retry.Status, retry.Body)
+	}
+	if again := accepted(t, send(""), http.StatusOK); again.Decision != dedup.Duplicate {
+		t.Fatalf("resend without a key: %+v, want a duplicate", again)
+	}
+	if n := e.tasks(); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
+	}
+	// An event with neither is refused, the answer naming both.
+	p := problem(t, e.webhook(`{"id":"evt_124","data":{}}`, ""), http.StatusBadRequest)
+	if !strings.Contains(p.Detail, `"type", or "event"`) {
+		t.Fatalf("problem %+v, want it to name both fields", p)
 	}
 }
