@@ -58,10 +58,14 @@
 // without it.
 //
 // The header scopes replays of a request; whether it is also part of the job
-// key is the task type's key rule. Every job key an HTTP client makes lives
-// in that client's scope, "<client>:<id>", with its rate rules (an email's
-// or SMS's "id", its header, or its content hash), so no id a client types
-// reaches another's job. A type may declare its id Global (dedup.Spec): a
+// key is the task type's key rule. On a server with several clients, every
+// job key an HTTP client makes lives in that client's scope,
+// "<client>:<id>", with its rate rules (an email's or SMS's "id", its
+// header, or its content hash), so no id a client types reaches another's
+// job; the CLI and batch files act as an operator, outside every client's
+// scope. With no tokens or one client there is no one to keep apart: the
+// caller shares the CLI's scope (its keys and rules are the CLI's, and it
+// reads every job). A type may declare its id Global (dedup.Spec): a
 // payment's job is keyed by its payment_id whoever sends it, and another
 // client sending that id gets one answer whatever the content, a bare
 // "duplicate" with nothing of the job. A webhook event's job is keyed by

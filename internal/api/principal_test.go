@@ -202,3 +202,54 @@ func TestReadAllReadsEveryJob(t *testing.T) {
 	}
 	problem(t, get(aliceToken, lib.Key.String()), http.StatusNotFound)
 }
+
+// With no tokens, or one client, the API shares the CLI's scope: the
+// payment rule "same amount to the same account within 60 s" holds across
+// a CLI charge and an HTTP one, and the caller reads the CLI's job. With
+// several clients each has its own scope, and the CLI is none of them.
+func TestOneScopeAcrossWaysIn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mod    func(*api.Options)
+		auth   string
+		shared bool
+	}{
+		{"no tokens", func(o *api.Options) { o.Tokens = nil }, "", true},
+		{"one client", func(o *api.Options) { o.Tokens = nil; o.Clients = []api.Client{{Name: "shop", Token: aliceToken}} }, aliceToken, true},
+		{"two clients", twoClients, aliceToken, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.mod)
+			// What `producer payment` does: the catalog's job, no scope.
+			c, err := tasks.NewCatalog(tasks.Windows{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := c.Build(tasks.TypePayment, []byte(paymentBody("pmt-cli", "acct-7", 4200)), "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cli := oncetest.NewProducer(t, e.rdb, e.jobs, dedup.ProducerOptions{Catalog: c.Catalog})
+			if out, err := cli.Enqueue(t.Context(), j); err != nil || out.Decision != dedup.Enqueued {
+				t.Fatalf("CLI charge: %+v, %v", out, err)
+			}
+			h := map[string]string{"Authorization": ""}
+			if tc.auth != "" {
+				h = as(tc.auth, nil)
+			}
+			r := e.do(req{path: paymentPath, body: paymentBody("pmt-http", "acct-7", 4200), header: h})
+			read := e.do(req{method: http.MethodGet, path: "/v1/jobs/payment:charge/pmt-cli", header: h})
+			if !tc.shared {
+				accepted(t, r, http.StatusAccepted)
+				problem(t, read, http.StatusNotFound)
+				return
+			}
+			problem(t, r, http.StatusTooManyRequests)
+			if read.Status != http.StatusOK {
+				t.Fatalf("reading the CLI's job: %d %s", read.Status, read.Body)
+			}
+		})
+	}
+}
