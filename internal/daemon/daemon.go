@@ -134,6 +134,10 @@ func (d *Daemon) WaitRedis(ctx context.Context) error {
 	if d.embedded {
 		return nil // already warned: nothing is durable
 	}
+	if n, err := d.Redis.Exists(ctx, embeddedMarker).Result(); err == nil && n == 1 {
+		d.log.Warn("redis on " + d.Where + " is a worker's embedded IN-MEMORY Redis: NOTHING IS DURABLE, and it stops with that worker")
+		return nil
+	}
 	return checkRedis(ctx, d.Redis, d.opts.RefuseEviction, d.log)
 }
 

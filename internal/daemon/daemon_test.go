@@ -326,3 +326,26 @@ func TestNotReadyWithoutLiveness(t *testing.T) {
 		t.Fatalf("/readyz %d %q once the key is written again", code, body)
 	}
 }
+
+// A second daemon on the worker's embedded Redis (producer serve beside
+// the worker, as the README runs them) says it is the embedded one, not
+// that miniredis has no CONFIG command.
+func TestSecondDaemonOnTheEmbeddedRedis(t *testing.T) {
+	t.Parallel()
+	port, err := redistest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	first, logs := newDaemon(t, daemon.Options{Name: "worker", Embedded: true, DefaultAddr: addr})
+	if err := first.WaitRedis(t.Context()); err != nil || !logged(logs, "IN-MEMORY") {
+		t.Fatalf("embedded start: %v, logs %v", err, logs.All())
+	}
+	second, logs := newDaemon(t, daemon.Options{Name: "api", DefaultAddr: addr})
+	if err := second.WaitRedis(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !logged(logs, "embedded IN-MEMORY Redis") || logged(logs, "could not read") {
+		t.Fatalf("second daemon logged %v", logs.All())
+	}
+}

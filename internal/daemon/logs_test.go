@@ -29,10 +29,11 @@ func TestEveryLogLineIsJSON(t *testing.T) {
 	worker := startDaemon(t, filepath.Join(bin, "worker"), nil, map[string]string{
 		"ONCEQ_REDIS_URL": redisURL, "ONCEQ_ADMIN_ADDR": workerAdmin,
 		"ONCEQ_OUTBOX_DIR": t.TempDir(), "ONCEQ_SCAN_ROOT": t.TempDir(), "ONCEQ_SHUTDOWN_TIMEOUT": "2s",
+		"ONCEQ_LOG_LEVEL": "debug", // go-redis's lines are debug
 	})
 	apiAddr := loopback(t)
 	api := startDaemon(t, filepath.Join(bin, "producer"), []string{"serve"}, map[string]string{
-		"ONCEQ_REDIS_URL": redisURL, "ONCEQ_API_ADDR": apiAddr,
+		"ONCEQ_REDIS_URL": redisURL, "ONCEQ_API_ADDR": apiAddr, "ONCEQ_LOG_LEVEL": "debug",
 	})
 	for _, url := range []string{"http://" + workerAdmin + "/readyz", "http://" + apiAddr + "/readyz"} {
 		waitStatus(t, url, http.StatusOK)

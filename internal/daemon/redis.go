@@ -43,12 +43,21 @@ func answers(addr string) bool {
 	return true
 }
 
+// embeddedMarker is set in the embedded Redis, which dies with the worker
+// that owns it (no TTL needed): another process on it (producer serve)
+// says what it is instead of failing to read CONFIG, which miniredis lacks.
+const embeddedMarker = "onceq:embedded"
+
 // startEmbedded runs miniredis on addr. miniredis keeps its own clock for
 // TTLs, so a ticker moves it along with real time: without it nothing would
 // ever expire.
 func startEmbedded(addr string) (*miniredis.Miniredis, func(), error) {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.StartAddr(addr); err != nil {
+		return nil, nil, err
+	}
+	if err := mr.Set(embeddedMarker, "1"); err != nil {
+		mr.Close()
 		return nil, nil, err
 	}
 	done := make(chan struct{})

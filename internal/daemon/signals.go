@@ -24,7 +24,8 @@ var drainSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 const ForcedExitCode = 2
 
 // SignalContext returns a context that ends, with the signal as its cause,
-// at the first SIGINT, SIGTERM or SIGHUP. A second one means "now": it
+// at the first SIGINT, SIGTERM or SIGHUP (under `go run`, also when go run
+// is ended: it passes no signal on). A second one means "now": it
 // logs a line to stderr (in the shape ONCEQ_ENV asks for) and calls exit(ForcedExitCode) without draining
 // (claims of running handlers then wait out their lease). exit is os.Exit
 // outside tests.
@@ -32,6 +33,7 @@ func SignalContext(parent context.Context, stderr io.Writer, exit func(int)) (co
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, drainSignals...)
+	followGoRun()
 	stopped := make(chan struct{})
 	go func() {
 		select {

@@ -20,10 +20,12 @@ func Capture(log *zap.Logger) (restore func()) {
 	return zap.RedirectStdLog(log.Named("stdlog"))
 }
 
-// redisLogger adapts zap to go-redis's logger. go-redis logs only what went
-// wrong (a failed dial, a bad connection dropped), hence warn.
+// redisLogger adapts zap to go-redis's logger, at debug: what it logs (a
+// failed dial, a bad connection dropped) is pool chatter, four lines before
+// the error onceq itself reports (a command's "cannot reach Redis", a
+// daemon's readiness, onceq_redis_up and its liveness warnings).
 type redisLogger struct{ log *zap.Logger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
-	l.log.Warn(strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	l.log.Debug(strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
 }

@@ -1,0 +1,57 @@
+package daemon_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SIGTERM to `go run ./cmd/worker` reaches the worker: go run passes no
+// signal on and dies, and without the parent-death signal the worker would
+// run on, re-parented, holding its ports.
+func TestSIGTERMToGoRunReachesTheDaemon(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	t.Parallel()
+	cmd := exec.Command("go", "run", "./testdata/gorun")
+	// A pipe of our own, which Wait does not close: the daemon writes on
+	// after go run has gone.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(r)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "ready ") {
+		t.Fatalf("first line %q, %v", lines.Text(), lines.Err())
+	}
+	child, err := strconv.Atoi(strings.TrimPrefix(lines.Text(), "ready "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon is ours: end it by its id should the test fail.
+	stuck := time.AfterFunc(time.Minute, func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	defer stuck.Stop()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// The daemon holds the pipe after go run is gone; its next line comes
+	// only if the signal reached it.
+	if !lines.Scan() || lines.Text() != "drained: received terminated" {
+		t.Fatalf("after SIGTERM to go run, the daemon said %q (%v); want it drained", lines.Text(), lines.Err())
+	}
+}
