@@ -26,7 +26,7 @@ type Reminder struct {
 // values. Key order, whitespace and volatile fields do not make another
 // job: both bodies have the key "~" + the hex SHA-256 of
 // {"text":"Standup at 10","to":"ada@example.com"}. An unknown field is
-// refused before anything is enqueued.
+// refused before anything is enqueued, the error naming the fields there are.
 func ExampleCatalog_Build() {
 	rdb := redistest.Shared() // your Redis: redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
@@ -54,10 +54,12 @@ func ExampleCatalog_Build() {
 	}
 	_, err = catalog.Build("reminder:send", []byte(`{"to":"ada@example.com","txt":"typo"}`), "", "")
 	fmt.Println(errors.Is(err, dedup.ErrMalformed))
+	fmt.Println(err)
 	// Output:
 	// enqueued reminder:send/~edab2ec2862f94cd49e7c6fd5c7526cdcfbebf08cefd3e0d554ba83d2009ff62
 	// duplicate reminder:send/~edab2ec2862f94cd49e7c6fd5c7526cdcfbebf08cefd3e0d554ba83d2009ff62
 	// true
+	// onceq: reminder:send: invalid payload: malformed JSON: json: cannot unmarshal JSON string into Go dedup_test.Reminder: unknown object member name "txt"; accepted: to, text, trace_id
 }
 
 // One catalog for producer and worker: a task that plain asynq code enqueued,

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/hibiken/asynq"
@@ -101,9 +103,43 @@ func marshal(v any) ([]byte, error) {
 // With last-one-wins or case folding, `"amount":1,"Amount":9` would charge
 // 9 while a reviewer of the body reads 1. The JSON v2 decoder has these
 // modes by default; only the rejection of unknown members is added.
+// An unknown member's error lists the names the type accepts.
 func decode(data []byte, v any) error {
-	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
 	}
-	return nil
+	var se *jsonv2.SemanticError
+	if errors.As(err, &se) && errors.Is(err, jsonv2.ErrUnknownName) && se.GoType != nil {
+		if names := memberNames(se.GoType); len(names) > 0 {
+			return fmt.Errorf("%w: %v; accepted: %s", ErrMalformed, err, strings.Join(names, ", "))
+		}
+	}
+	return fmt.Errorf("%w: %v", ErrMalformed, err)
+}
+
+// memberNames are the JSON member names of struct type t, as encoding/json
+// names them (the tag's name, else the field's), in field order.
+func memberNames(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var names []string
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/strictjson"
@@ -73,7 +74,7 @@ func batch(ctx context.Context, p *dedup.Producer, jobs []dedup.Job, out io.Writ
 func printOutcome(w io.Writer, o dedup.Outcome) {
 	switch o.Decision {
 	case dedup.Enqueued:
-		fmt.Fprintf(w, "enqueued %s as task %s on queue %s", o.Key, o.TaskID, o.Queue)
+		fmt.Fprintf(w, "enqueued %s as task %s on queue %s", o.Key, shellWord(o.TaskID), o.Queue)
 		if o.Incarnation > 1 {
 			fmt.Fprintf(w, " (incarnation %d: the earlier job failed for good)", o.Incarnation)
 		}
@@ -103,6 +104,19 @@ func printOutcome(w io.Writer, o dedup.Outcome) {
 	}
 }
 
+// shellWord quotes s for a POSIX shell when it holds anything but
+// letters, digits and :/._=@+,-: a content-hash task id ("=!7E…") pasted
+// into bash is otherwise a history expansion.
+func shellWord(s string) string {
+	safe := func(r rune) bool {
+		return r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(":/._=@+,-", r))
+	}
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !safe(r) }) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // status prints the one status model, as GET /v1/jobs does.
 func status(ctx context.Context, p *dedup.Producer, k dedup.Key, out io.Writer) error {
 	st, err := p.Status(ctx, k)
@@ -111,6 +125,7 @@ func status(ctx context.Context, p *dedup.Producer, k dedup.Key, out io.Writer) 
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // a terminal, not a web page: "<a@example.com>" as sent
 	return enc.Encode(st)
 }
 

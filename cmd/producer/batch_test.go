@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/onceq/onceq/dedup"
@@ -32,5 +34,25 @@ func TestBatchCounts(t *testing.T) {
 	r := enqueueBatch(context.Background(), p, []dedup.Job{email("email-welcome-1"), email("email-welcome-1"), email("email-report-1")})
 	if r.Enqueued != 2 || r.Blocked != 1 || r.Failed != 0 || r.Outcomes[1].Decision != dedup.Duplicate {
 		t.Fatalf("batch: %+v", r)
+	}
+}
+
+// A task id onceq prints pastes into bash as itself: a content hash's
+// "!" would otherwise be a history expansion, a "'" end a quote.
+func TestShellWordPastesAsItself(t *testing.T) {
+	t.Parallel()
+	k, err := dedup.NewKey(tasks.TypeEmail, "~"+strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{k.TaskID(), "payment:charge=pmt~1", "a'b", "a b$HOME!x", "`x`", ""} {
+		w := shellWord(s)
+		out, err := exec.Command("bash", "-i", "-c", "printf %s "+w).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("shellWord(%q) = %s; bash printed %q, %v", s, w, out, err)
+		}
+	}
+	if w := shellWord("payment:charge=pmt-1"); w != "payment:charge=pmt-1" {
+		t.Errorf("a plain id was quoted: %s", w)
 	}
 }

@@ -40,6 +40,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, synopsis stri
 	return nil
 }
 
+// requireFlags names the first of the flags left empty (or 0), so that
+// the error is about the command line, not the payload built from it.
+func requireFlags(fs *flag.FlagSet, names ...string) error {
+	for _, n := range names {
+		if v := fs.Lookup(n).Value.String(); v == "" || v == "0" {
+			return usageErr("%s: --%s is required (see producer %s --help)", fs.Name(), n, fs.Name())
+		}
+	}
+	return nil
+}
+
 func marshalSpec(typ string, v any, key string) (spec, error) {
 	b, err := json.Marshal(v)
 	return spec{typ: typ, payload: b, key: key}, err
@@ -55,6 +66,9 @@ func emailFlags(args []string, stdin io.Reader, stdout io.Writer) (spec, error) 
 	fs.StringVar(&bodyFile, "body-file", "", "read the body from this file; - reads stdin")
 	fs.StringVar(&e.ID, "id", "", "business key (default: the content hash)")
 	if err := parseFlags(fs, args, stdout, "--to ADDR --subject S (--body B | --body-file PATH|-) [--id ID]"); err != nil {
+		return spec{}, err
+	}
+	if err := requireFlags(fs, "to"); err != nil {
 		return spec{}, err
 	}
 	if bodyFile != "" {
@@ -98,6 +112,9 @@ func scanFlags(args []string, _ io.Reader, stdout io.Writer) (spec, error) {
 	if err := parseFlags(fs, args, stdout, "--path P [--mode malware|full] [--file-id F]"); err != nil {
 		return spec{}, err
 	}
+	if err := requireFlags(fs, "path"); err != nil {
+		return spec{}, err
+	}
 	return marshalSpec(tasks.TypeScan, s, "")
 }
 
@@ -110,6 +127,9 @@ func paymentFlags(args []string, _ io.Reader, stdout io.Writer) (spec, error) {
 	fs.StringVar(&p.Currency, "currency", "", "ISO 4217 currency, e.g. EUR (required)")
 	fs.StringVar(&p.Description, "description", "", "description")
 	if err := parseFlags(fs, args, stdout, "--payment-id ID --account A --amount MINOR --currency CUR [--description D]"); err != nil {
+		return spec{}, err
+	}
+	if err := requireFlags(fs, "payment-id", "account", "amount", "currency"); err != nil {
 		return spec{}, err
 	}
 	return marshalSpec(tasks.TypePayment, p, "")

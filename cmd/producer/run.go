@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -40,7 +41,8 @@ exit codes:
   2 usage (unknown command or flag, bad arguments, a payload the catalog refuses)
   3 duplicate   4 throttled   5 conflict (the key was accepted before with other content)
 
-Configuration is ONCEQ_* environment variables; "producer --help" lists them.`
+Configuration is ONCEQ_* environment variables (producer --help lists them all): serve reads
+every one; the other commands those of Redis, logs, dedup windows and Postgres.`
 
 // Exit codes; usage above and the README document them.
 const (
@@ -107,7 +109,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch cmd {
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage+"\n\nEnvironment variables:")
-		return config.Usage(stdout, config.Producer{})
+		return config.Usage(stdout, config.API{}) // serve's: a superset of the other commands'
 	case "--version", "-version", "version":
 		fmt.Fprintln(stdout, "producer", version.String())
 		return nil
@@ -173,6 +175,9 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 		return err
 	}
 	if cmd == "status" {
+		if !slices.ContainsFunc(catalog.Kinds(), func(k *dedup.Kind) bool { return k.Type == key.Namespace }) {
+			return usageErr("status: no task type %q; the types are %s", key.Namespace, strings.Join(typeNames(), ", "))
+		}
 		return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
 			return status(ctx, p, key, stdout)
 		})
@@ -217,6 +222,13 @@ func load() (config.Producer, *tasks.Catalog, error) {
 // connected runs f with a Producer on the configured Redis; the catalog
 // tells its Status which queue (shard) a key's task is in.
 func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog, f func(*dedup.Producer, redis.UniversalClient) error) error {
+	// go-redis's own lines go through a logger at ONCEQ_LOG_LEVEL, where
+	// they are debug: the command's error says what went wrong.
+	_, done, err := daemon.Logger(cfg.Log, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
 	rdb, err := daemon.Client(cfg.Redis)
 	if err != nil {
 		return err
