@@ -9,20 +9,20 @@ import (
 
 // followGoRun: `go run` neither forwards SIGTERM to the program it runs
 // nor outlives it: it dies, and the daemon, re-parented, keeps running and
-// holding its ports. Under go run, the kernel is asked to send SIGTERM
-// when the parent goes, so the daemon drains as if it had been sent.
-// Other parents are left alone: a worker started with nohup must outlive
-// its shell.
-func followGoRun() {
+// holding its ports. Under go run the kernel is asked to send sig when the
+// parent goes; the caller has sig caught and drains. Other parents are left
+// alone (a worker started with nohup must outlive its shell): false.
+func followGoRun(sig syscall.Signal) bool {
 	ppid := os.Getppid()
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", ppid))
 	if err != nil || filepath.Base(exe) != "go" {
-		return
+		return false
 	}
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0); e != 0 {
-		return
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(sig), 0); e != 0 {
+		return false
 	}
 	if os.Getppid() != ppid { // go run went before the request took
-		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		_ = syscall.Kill(os.Getpid(), sig)
 	}
+	return true
 }

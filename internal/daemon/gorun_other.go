@@ -2,4 +2,6 @@
 
 package daemon
 
-func followGoRun() {}
+import "syscall"
+
+func followGoRun(syscall.Signal) bool { return false }

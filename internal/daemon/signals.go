@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,9 @@ import (
 // minutes later and effects doubled where the downstream does not dedup.
 var drainSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
+// goRunEnded is the signal the kernel sends when go run, the parent, ends.
+const goRunEnded = syscall.SIGUSR1
+
 // ForcedExitCode is the exit status after a second signal cut the drain short.
 const ForcedExitCode = 2
 
@@ -33,12 +37,21 @@ func SignalContext(parent context.Context, stderr io.Writer, exit func(int)) (co
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, drainSignals...)
-	followGoRun()
+	// The end of go run comes as a signal of its own: a kill of the whole
+	// process group (go run and the daemon both get SIGTERM) must not
+	// count it as the second signal that cuts the drain short.
+	orphaned := make(chan os.Signal, 1)
+	signal.Notify(orphaned, goRunEnded)
+	if !followGoRun(goRunEnded) {
+		signal.Stop(orphaned)
+	}
 	stopped := make(chan struct{})
 	go func() {
 		select {
 		case sig := <-ch:
 			cancel(fmt.Errorf("received %s", sig))
+		case <-orphaned:
+			cancel(errors.New("go run, which started this process, has ended"))
 		case <-stopped:
 			return
 		}
@@ -55,6 +68,7 @@ func SignalContext(parent context.Context, stderr io.Writer, exit func(int)) (co
 		if !once {
 			once = true
 			signal.Stop(ch)
+			signal.Stop(orphaned)
 			close(stopped)
 		}
 		cancel(context.Canceled)

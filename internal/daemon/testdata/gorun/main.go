@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/onceq/onceq/internal/daemon"
 )
@@ -15,5 +16,8 @@ func main() {
 	defer stop()
 	fmt.Println("ready", os.Getpid())
 	<-ctx.Done()
+	// A drain takes a while; a second signal in it would exit at once,
+	// and this line would never come.
+	time.Sleep(500 * time.Millisecond)
 	fmt.Println("drained:", context.Cause(ctx))
 }
