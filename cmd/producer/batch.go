@@ -105,28 +105,50 @@ func printOutcome(w io.Writer, o dedup.Outcome) {
 }
 
 // shellWord quotes s for a POSIX shell when it holds anything but
-// letters, digits and :/._=@+,-: a content-hash task id ("=!7E…") pasted
+// letters, digits and :/._=@+,-~: a content-hash task id ("=!7E…") pasted
 // into bash is otherwise a history expansion.
 func shellWord(s string) string {
 	safe := func(r rune) bool {
-		return r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(":/._=@+,-", r))
+		return r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(":/._=@+,-~", r))
 	}
-	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !safe(r) }) {
+	// A "~" expands only at the start of a word.
+	if s != "" && s[0] != '~' && !strings.ContainsFunc(s, func(r rune) bool { return !safe(r) }) {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // status prints the one status model, as GET /v1/jobs does.
-func status(ctx context.Context, p *dedup.Producer, k dedup.Key, out io.Writer) error {
-	st, err := p.Status(ctx, k)
-	if err != nil {
-		return err
+// With wait, it reads again until the job is done or failed for good, or
+// wait has passed.
+func status(ctx context.Context, p *dedup.Producer, k dedup.Key, wait time.Duration, out io.Writer) error {
+	deadline := time.Now().Add(wait)
+	pause := 20 * time.Millisecond
+	var st dedup.JobStatus
+	for {
+		var err error
+		if st, err = p.Status(ctx, k); err != nil {
+			return err
+		}
+		if final(st.State) || time.Now().Add(pause).After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 500*time.Millisecond)
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // a terminal, not a web page: "<a@example.com>" as sent
 	return enc.Encode(st)
+}
+
+// final: the job will not move on its own.
+func final(s dedup.Status) bool {
+	return s == dedup.StatusDone || s == dedup.StatusFailed || s == dedup.StatusArchived
 }
 
 // batchResult is the per-item outcome of enqueueBatch and its counts.

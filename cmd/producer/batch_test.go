@@ -45,14 +45,14 @@ func TestShellWordPastesAsItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{k.TaskID(), "payment:charge=pmt~1", "a'b", "a b$HOME!x", "`x`", ""} {
+	for _, s := range []string{k.TaskID(), "payment:charge=pmt~1", "~root", "a'b", "a b$HOME!x", "`x`", ""} {
 		w := shellWord(s)
 		out, err := exec.Command("bash", "-i", "-c", "printf %s "+w).Output()
 		if err != nil || string(out) != s {
 			t.Errorf("shellWord(%q) = %s; bash printed %q, %v", s, w, out, err)
 		}
 	}
-	if w := shellWord("payment:charge=pmt-1"); w != "payment:charge=pmt-1" {
+	if w := shellWord("payment:charge=pmt~20260628~001"); w != "payment:charge=pmt~20260628~001" {
 		t.Errorf("a plain id was quoted: %s", w)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +30,7 @@ commands:
   payment  --payment-id ID --account A --amount MINOR --currency CUR [--description D]
   enqueue  TYPE [JSON|-] [--key K]   any task type of the catalog, payload as JSON (- or none: stdin)
   batch    < jobs.jsonl   one {"type":..., "payload":{...}, "idempotency_key":...} per line
-  status   KEY            did this job run? KEY is namespace/id or its task id
+  status   [--wait D] KEY did this job run? KEY is namespace/id or its task id
   checkout < orders.jsonl  demo: each {"order_id","account","amount","currency"} line commits the
                           order row and its payment job in one Postgres transaction (the outbox)
   relay                   move jobs committed to the Postgres outbox into asynq, until stopped
@@ -157,9 +158,19 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 		fmt.Fprintln(stdout, commandHelp[cmd])
 		return nil
 	}
+	var wait time.Duration
+	if cmd == "status" {
+		fs := flag.NewFlagSet("status", flag.ContinueOnError)
+		fs.DurationVar(&wait, "wait", 0, "wait up to this long for the job to be done or failed (e.g. 10s)")
+		fs.SetOutput(io.Discard)
+		if err := fs.Parse(args); err != nil {
+			return usageErr("status: %v (see producer status --help)", err)
+		}
+		args = fs.Args()
+	}
 	switch {
 	case cmd == "status" && len(args) != 1:
-		return usageErr("status takes one KEY (namespace/id, or its task id)")
+		return usageErr("status takes one KEY (namespace/id, or its task id), after its flags")
 	case cmd == "batch" && len(args) != 0:
 		return usageErr("batch takes no arguments; it reads JSON lines from stdin")
 	}
@@ -179,7 +190,7 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 			return usageErr("status: no task type %q; the types are %s", key.Namespace, strings.Join(typeNames(), ", "))
 		}
 		return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
-			return status(ctx, p, key, stdout)
+			return status(ctx, p, key, wait, stdout)
 		})
 	}
 	jobs, err := readBatch(catalog, stdin)
@@ -195,7 +206,8 @@ var commandHelp = map[string]string{
 	"batch": "usage: producer batch < jobs.jsonl\n\nOne JSON object per line: {\"type\":\"email:send\",\"payload\":{...},\"idempotency_key\":\"...\"}.\n" +
 		"Blank lines and lines starting with # are skipped. Every line is checked before anything is\n" +
 		"enqueued; an error names its line. Exit 0 unless a line is refused (2), failed (1) or conflicted (5).",
-	"status": "usage: producer status KEY\n\nKEY is namespace/id, or the task id the enqueue commands print.\n" +
+	"status": "usage: producer status [--wait D] KEY\n\nKEY is namespace/id, or the task id the enqueue commands print.\n" +
+		"--wait D waits up to D (10s, 1m) for the job to be done or failed, then prints where it is.\n" +
 		"States: pending, scheduled, running, retry, done, failed, archived, unknown, and outbox\n" +
 		"(committed to the Postgres outbox, not yet relayed).",
 	"checkout": "usage: producer checkout < orders.jsonl\n\nOne JSON object per line: {\"order_id\":\"ord-1\",\"account\":\"acct-1\",\"amount\":4200,\"currency\":\"EUR\"}.\n" +
