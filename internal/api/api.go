@@ -269,6 +269,10 @@ func New(o Options) (*Handler, error) {
 		}
 	}
 	handle(mux, http.MethodPost, "/v1/webhooks/{source}", http.HandlerFunc(s.webhook))
+	handle(mux, http.MethodGet, "/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(OpenAPI)
+	}))
 	// {key...}: a key's "/" may arrive escaped (%2F) or not.
 	handle(mux, http.MethodGet, "/v1/jobs/{key...}", s.bearer(http.HandlerFunc(s.job)))
 	// Without this the mux answers GET /v1/jobs with a 307 to /v1/jobs/.

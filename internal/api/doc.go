@@ -83,6 +83,10 @@
 // another replica, for that one round trip, may answer a retry after a
 // short wait and GET /v1/jobs with a 404.
 //
+// GET /openapi.json is the OpenAPI 3.1 document of these routes, their
+// headers, payloads, answers and problem types (openapi.json), for client
+// generators; TestOpenAPI checks it against a live server's answers.
+//
 // # Responses
 //
 //	202 {"decision":"enqueued","key","task_id","queue","state"}
