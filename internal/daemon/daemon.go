@@ -62,7 +62,7 @@ type Daemon struct {
 	checks   atomic.Pointer[func() error]
 	mu       sync.Mutex
 	stops    []stop
-	degraded map[string][]string // optional dependency -> its task types not ready
+	degraded map[string]degradation // optional dependency -> its task types not ready, and why
 }
 
 type stop struct {

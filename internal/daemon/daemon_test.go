@@ -349,3 +349,37 @@ func TestSecondDaemonOnTheEmbeddedRedis(t *testing.T) {
 		t.Fatalf("second daemon logged %v", logs.All())
 	}
 }
+
+// An optional dependency's /readyz line says what is known: "not checked
+// yet" until its first check answers, "unreachable" once one failed, and
+// nothing once one succeeded.
+func TestOptionalSaysWhatIsKnown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	d, _ := newDaemon(t, daemon.Options{Name: "test", Redis: config.Redis{URL: "redis://" + srv.Addr}})
+	answers := make(chan error)
+	stop := d.Optional("postgres", []string{"order:fulfil"}, func(ctx context.Context) error {
+		select {
+		case err := <-answers:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	defer stop()
+	want := func(line string) {
+		t.Helper()
+		for range 200 { // the checker's loop takes the answer, then records it
+			if got := strings.Join(d.Degraded(), "\n"); got == line {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("Degraded %q, want %q", d.Degraded(), line)
+	}
+	want("postgres not checked yet: not ready: order:fulfil")
+	answers <- fmt.Errorf("connection refused")
+	want("postgres unreachable: not ready: order:fulfil")
+	answers <- nil
+	want("")
+}

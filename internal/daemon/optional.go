@@ -25,7 +25,7 @@ const optionalEvery = 5 * time.Second
 func (d *Daemon) Optional(name string, types []string, check func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	d.degrade(name, types) // not ready until the first check answers
+	d.degrade(name, types, "not checked yet") // not ready until the first check answers
 	d.Metrics.DependencyUp(name, false)
 	log := d.log.With(zap.String("dependency", name), zap.Strings("types", types))
 	wg.Go(func() {
@@ -40,10 +40,10 @@ func (d *Daemon) Optional(name string, types []string, check func(context.Contex
 			switch {
 			case err == nil && !up:
 				log.Info(name + " reachable: its task types are ready")
-				d.degrade(name, nil)
+				d.degrade(name, nil, "")
 			case err != nil && (up || first):
 				log.Warn(name+" unreachable: its task types are not ready, everything else runs; retrying", zap.Error(err))
-				d.degrade(name, types)
+				d.degrade(name, types, "unreachable")
 			}
 			up = err == nil
 			d.Metrics.DependencyUp(name, up)
@@ -63,17 +63,23 @@ func (d *Daemon) Optional(name string, types []string, check func(context.Contex
 	return func() { cancel(); wg.Wait() }
 }
 
-// degrade records that name's types are not ready (none: they are).
-func (d *Daemon) degrade(name string, types []string) {
+// degradation is why an optional dependency's task types are not ready.
+type degradation struct {
+	types []string
+	why   string // "not checked yet", "unreachable"
+}
+
+// degrade records that name's types are not ready, and why (none: they are).
+func (d *Daemon) degrade(name string, types []string, why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.degraded == nil {
-		d.degraded = map[string][]string{}
+		d.degraded = map[string]degradation{}
 	}
 	if types == nil {
 		delete(d.degraded, name)
 	} else {
-		d.degraded[name] = types
+		d.degraded[name] = degradation{types, why}
 	}
 }
 
@@ -84,7 +90,8 @@ func (d *Daemon) Degraded() []string {
 	defer d.mu.Unlock()
 	var lines []string
 	for _, name := range slices.Sorted(maps.Keys(d.degraded)) {
-		lines = append(lines, name+" unreachable: not ready: "+strings.Join(d.degraded[name], ", "))
+		g := d.degraded[name]
+		lines = append(lines, name+" "+g.why+": not ready: "+strings.Join(g.types, ", "))
 	}
 	return lines
 }
