@@ -72,7 +72,7 @@ func TestServeRedisUnreachable(t *testing.T) {
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "redis unreachable") {
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "starting: waiting for Redis") {
 				t.Fatalf("readyz without Redis: %d %q", resp.StatusCode, b)
 			}
 			break

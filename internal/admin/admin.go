@@ -29,7 +29,8 @@ type Options struct {
 	Token string
 	// Ready reports whether the process can serve (Redis reachable, server
 	// running). Its error goes to Log; /readyz, which anyone may read, says
-	// only "shutting down" (ErrShuttingDown) or "redis unreachable".
+	// only "shutting down" (ErrShuttingDown), "starting: waiting for Redis"
+	// (ErrStarting), "redis unreachable" or why Redis refuses writes.
 	Ready func(ctx context.Context) error
 	// Degraded are lines /readyz adds to "ready": parts of the process
 	// that cannot serve while the rest can (an optional dependency down).
@@ -48,6 +49,10 @@ type Options struct {
 
 // ErrShuttingDown is what Ready returns once the process is stopping.
 var ErrShuttingDown = errors.New("shutting down")
+
+// ErrStarting is what Ready wraps while the process starts: Redis has not
+// answered yet, which is not an outage.
+var ErrStarting = errors.New("starting")
 
 // ErrRefusesWrites is what Ready wraps when Redis answers but refuses to
 // write; /readyz names Redis's error code (NOREPLICAS, READONLY, OOM).
@@ -83,6 +88,8 @@ func Routes(mux *http.ServeMux, o Options) {
 				switch {
 				case errors.Is(err, ErrShuttingDown):
 					why = "shutting down"
+				case errors.Is(err, ErrStarting):
+					why = "starting: waiting for Redis"
 				case errors.Is(err, ErrRefusesWrites):
 					why = "redis refuses writes (" + refusal(err) + ")"
 				case errors.Is(err, ErrNoLiveness):

@@ -142,7 +142,7 @@ func (d *Daemon) WaitRedis(ctx context.Context) error {
 }
 
 // errWaitingForRedis: the process started but Redis has not answered yet.
-var errWaitingForRedis = errors.New("waiting for Redis")
+var errWaitingForRedis = fmt.Errorf("%w: waiting for Redis", admin.ErrStarting)
 
 func (d *Daemon) setNotReady(why error) { d.notReady.Store(&why) }
 

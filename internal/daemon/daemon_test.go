@@ -99,7 +99,7 @@ func TestWaitsForRedis(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, body := get(t, "http://"+adm.Addr()+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "redis unreachable") {
+	if code, body := get(t, "http://"+adm.Addr()+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting: waiting for Redis") {
 		t.Fatalf("readyz while Redis is down: %d %q", code, body)
 	}
 	if err := srv.Restart(); err != nil {
