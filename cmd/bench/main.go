@@ -10,7 +10,7 @@
 //	go run ./cmd/bench                 # default: N=20000, 7 paired rounds (about 5 min on 2 cores)
 //	go run ./cmd/bench -quick          # smoke run
 //	go run ./cmd/bench -json out.json -cpuprofile cpu.out
-//	go run ./cmd/bench -json bench.json -markdown bench.md   # the README's tables
+//	go run ./cmd/bench -json bench.json -markdown bench.md   # docs/performance.md's tables
 //	go run ./cmd/bench -from bench.json -markdown -           # them again, from the saved run
 //	go run ./cmd/bench -ports 7000-7099                       # where its redis-server may listen
 //	go run ./cmd/bench -pg [-n 2000 -rounds 3]                # transactional handlers (Postgres ledger)

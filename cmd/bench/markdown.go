@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// markdown writes the README's performance tables from a report, so the
-// README is regenerated, never retyped:
+// markdown writes docs/performance.md's tables from a report, so the
+// page is regenerated, never retyped:
 //
 //	go run ./cmd/bench -json bench.json -markdown bench.md
 //	go run ./cmd/bench -from bench.json -markdown -     # again from the saved run

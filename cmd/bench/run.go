@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		phases   = fs.String("phases", "process,e2e,enqueue,duplicate,memory", "which parts to run (also: join, the worker with its join and without)")
 		delay    = fs.Duration("delay", 200*time.Microsecond, "join phase: also through a loopback proxy holding each chunk this long, either way (0: loopback only)")
 		verbose  = fs.Bool("v", true, "print a progress line per measurement to stderr")
-		mdPath   = fs.String("markdown", "", "also write the README's tables as Markdown to this file (- for stdout)")
+		mdPath   = fs.String("markdown", "", "also write docs/performance.md's tables as Markdown to this file (- for stdout)")
 		from     = fs.String("from", "", "measure nothing: report a run saved with -json")
 		ports    = fs.String("ports", "", "loopback port range for the redis-server the bench starts, e.g. 7000-7099 (default: any free port)")
 	)

@@ -45,7 +45,7 @@ exit codes:
 Configuration is ONCEQ_* environment variables (producer --help lists them all): serve reads
 every one; the other commands those of Redis, logs, dedup windows and Postgres.`
 
-// Exit codes; usage above and the README document them.
+// Exit codes; usage above and docs/tasks.md document them.
 const (
 	exitError     = 1
 	exitUsage     = 2

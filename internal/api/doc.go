@@ -4,11 +4,13 @@
 //	POST /v1/emails              {"to","subject","body","id"?,"trace_id"?}
 //	POST /v1/scans               {"path","mode"?,"file_id"?,"request_id"?}
 //	POST /v1/sms                 {"to","body","id"?}
+//	POST /v1/orders              {"order_id","customer","lines":[{"sku","qty"}]}
 //	POST /v1/webhooks/{source}   any JSON object, signed by the source's Scheme
 //	GET  /v1/jobs/{key}          key is "namespace/id", URL-escaped or not
+//	GET  /openapi.json           the OpenAPI 3.1 document of these routes
 //
-// The POST /v1/<route> endpoints come from the task catalog (dedup.Kind's
-// Route); their bodies are the task payloads, built by tasks.Catalog.Build
+// The POST /v1/<route> endpoints come from the task catalog
+// (tasks.Catalog.Route); their bodies are the task payloads, built by tasks.Catalog.Build
 // exactly as batch files and the CLI are.
 //
 // # Authentication

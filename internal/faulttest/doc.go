@@ -15,7 +15,7 @@
 // ONCEQ_FAULT_TESTS=1, all at once (TestMain raises -test.parallel unless it
 // was given), each on its own redis-server:
 //
-//	ONCEQ_FAULT_TESTS=1 go test -count=1 -v ./faulttest/
+//	ONCEQ_FAULT_TESTS=1 go test -count=1 -v ./internal/faulttest/
 //
 // The worker and producer binaries are built once per run from the module
 // root. Worker logs go to files under each test's temporary directory and are
