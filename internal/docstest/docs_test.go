@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -399,6 +400,53 @@ func TestLinksResolve(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(root, filepath.Dir(page), target)); err != nil {
 				t.Errorf("%s: link to %s: %v", page, target, err)
 			}
+		}
+	}
+}
+
+// docs/layout.md's table names paths that exist, and every Go package
+// directory of the three modules is under one of them.
+func TestLayoutMatchesTheTree(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "docs", "layout.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, line := range strings.Split(string(b), "\n") {
+		first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " | ")
+		if !ok || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(first, -1) {
+			p := strings.TrimSuffix(m[1], "/")
+			if strings.Contains(p, " ") || strings.Contains(p, ".com") {
+				continue // a module path, not a directory
+			}
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				t.Errorf("docs/layout.md names %s: %v", p, err)
+			}
+			listed = append(listed, p)
+		}
+	}
+	list := exec.Command("go", "list", "-f", "{{.Dir}}", "./...", "./dedup/...", "./pgledger/...")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A module's own row covers its root package; its other packages
+		// need rows of their own.
+		covered := rel == "." || slices.ContainsFunc(listed, func(p string) bool {
+			return rel == p || p != "dedup" && p != "pgledger" && strings.HasPrefix(rel, p+"/")
+		})
+		if !covered {
+			t.Errorf("package directory %s is in no row of docs/layout.md", rel)
 		}
 	}
 }
