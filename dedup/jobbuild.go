@@ -109,13 +109,22 @@ func decode(data []byte, v any) error {
 	if err == nil {
 		return nil
 	}
+	msg := stableMessage(err)
 	var se *jsonv2.SemanticError
 	if errors.As(err, &se) && errors.Is(err, jsonv2.ErrUnknownName) && se.GoType != nil {
 		if names := memberNames(se.GoType); len(names) > 0 {
-			return fmt.Errorf("%w: %v; accepted: %s", ErrMalformed, err, strings.Join(names, ", "))
+			return fmt.Errorf("%w: %s; accepted: %s", ErrMalformed, msg, strings.Join(names, ", "))
 		}
 	}
-	return fmt.Errorf("%w: %v", ErrMalformed, err)
+	return fmt.Errorf("%w: %s", ErrMalformed, msg)
+}
+
+// stableMessage is err's text with the JSON v2 module's modal verb fixed:
+// it says "cannot" or "unable to" at random per process, so that no one
+// depends on its text; onceq's answers (a 400's detail, an exit 2's line)
+// should read the same on every run.
+func stableMessage(err error) string {
+	return strings.Replace(err.Error(), "json: unable to ", "json: cannot ", 1)
 }
 
 // memberNames are the JSON member names of struct type t, as encoding/json

@@ -6,6 +6,7 @@ package strictjson
 
 import (
 	"fmt"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
@@ -24,7 +25,9 @@ var (
 // are errors wrapping ErrMalformed.
 func Decode(data []byte, v any) error {
 	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		// The JSON v2 module says "cannot" or "unable to" at random per
+		// process; the library's decode fixes it, and so does this.
+		return fmt.Errorf("%w: %s", ErrMalformed, strings.Replace(err.Error(), "json: unable to ", "json: cannot ", 1))
 	}
 	return nil
 }
