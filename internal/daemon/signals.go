@@ -24,6 +24,36 @@ var drainSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 // goRunEnded is the signal the kernel sends when go run, the parent, ends.
 const goRunEnded = syscall.SIGUSR1
 
+// drainState counts the drain signals a process received: the first
+// drains, the second forces the exit. go run's end drains but never counts,
+// before or after the first (a group kill delivers it and SIGTERM in
+// either order).
+type drainState struct{ signals int }
+
+type action int
+
+const (
+	drain action = iota
+	force
+)
+
+func (st *drainState) next(sig os.Signal) action {
+	if sig == goRunEnded {
+		return drain
+	}
+	if st.signals++; st.signals == 1 {
+		return drain
+	}
+	return force
+}
+
+func drainCause(sig os.Signal) error {
+	if sig == goRunEnded {
+		return errors.New("go run, which started this process, has ended")
+	}
+	return fmt.Errorf("received %s", sig)
+}
+
 // ForcedExitCode is the exit status after a second signal cut the drain short.
 const ForcedExitCode = 2
 
@@ -47,20 +77,24 @@ func SignalContext(parent context.Context, stderr io.Writer, exit func(int)) (co
 	}
 	stopped := make(chan struct{})
 	go func() {
-		select {
-		case sig := <-ch:
-			cancel(fmt.Errorf("received %s", sig))
-		case <-orphaned:
-			cancel(errors.New("go run, which started this process, has ended"))
-		case <-stopped:
-			return
-		}
-		select {
-		case sig := <-ch:
-			earlyLogger(stderr, config.Environ()).Warn("signal received again: exiting now without draining",
-				zap.String("signal", sig.String()))
-			exit(ForcedExitCode)
-		case <-stopped:
+		var st drainState
+		for {
+			var sig os.Signal
+			select {
+			case sig = <-ch:
+			case sig = <-orphaned:
+			case <-stopped:
+				return
+			}
+			switch st.next(sig) {
+			case drain:
+				cancel(drainCause(sig))
+			case force:
+				earlyLogger(stderr, config.Environ()).Warn("signal received again: exiting now without draining",
+					zap.String("signal", sig.String()))
+				exit(ForcedExitCode)
+				return
+			}
 		}
 	}()
 	var once bool

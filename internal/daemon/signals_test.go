@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -50,5 +52,30 @@ func TestSignalContext(t *testing.T) {
 	if err := json.Unmarshal([]byte(stderr.String()), &line); err != nil || line.Signal != "terminated" ||
 		line.Msg != "signal received again: exiting now without draining" {
 		t.Fatalf("stderr %q, want one JSON line naming the signal (%v)", stderr.String(), err)
+	}
+}
+
+// go run's end drains but never counts as a signal: a group kill
+// delivers it and SIGTERM in either order, and the drain must not be cut
+// short; the second drain signal forces the exit, whenever go run ended.
+func TestGoRunEndIsNoSecondSignal(t *testing.T) {
+	for _, tc := range []struct {
+		signals []os.Signal
+		want    []action
+	}{
+		{[]os.Signal{syscall.SIGTERM, goRunEnded}, []action{drain, drain}},
+		{[]os.Signal{goRunEnded, syscall.SIGTERM}, []action{drain, drain}},
+		{[]os.Signal{goRunEnded, syscall.SIGTERM, syscall.SIGHUP}, []action{drain, drain, force}},
+		{[]os.Signal{syscall.SIGTERM, goRunEnded, syscall.SIGINT}, []action{drain, drain, force}},
+		{[]os.Signal{syscall.SIGINT, syscall.SIGTERM}, []action{drain, force}},
+	} {
+		var st drainState
+		var got []action
+		for _, sig := range tc.signals {
+			got = append(got, st.next(sig))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.signals, got, tc.want)
+		}
 	}
 }
