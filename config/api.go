@@ -66,6 +66,22 @@ type API struct {
 	// Default: 33554432 (32 MiB).
 	WebhookBodyBudget int64 `envconfig:"ONCEQ_WEBHOOK_BODY_BUDGET" default:"33554432" desc:"bytes of webhook bodies read before their signature is checked, all connections together; beyond it 503 with Retry-After (at least ONCEQ_MAX_BODY_BYTES)"`
 
+	// WebhookPeerBudget caps the part of the body budget one peer address
+	// holds at once; beyond it 503 at once. Behind a reverse proxy every
+	// peer is the proxy: set it to the whole budget there.
+	// Default: 0, the budget / 8 but at least ONCEQ_MAX_BODY_BYTES.
+	WebhookPeerBudget int64 `envconfig:"ONCEQ_WEBHOOK_PEER_BUDGET" default:"0" desc:"bytes of the webhook body budget one peer address may hold at once (0: the budget / 8, at least ONCEQ_MAX_BODY_BYTES); behind a proxy set it to the budget"`
+
+	// WebhookFirstByteTimeout bounds the wait from a webhook's request head
+	// to its body's first byte. The wait holds no budget.
+	// Default: 5s.
+	WebhookFirstByteTimeout time.Duration `envconfig:"ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT" default:"5s" desc:"a webhook body must start this long after its request head, else 408"`
+
+	// WebhookBodyTimeout bounds the read of a webhook body from its first
+	// byte, so a slow sender frees its budget in time.
+	// Default: 10s.
+	WebhookBodyTimeout time.Duration `envconfig:"ONCEQ_WEBHOOK_BODY_TIMEOUT" default:"10s" desc:"a webhook body must arrive whole this long after its first byte, else 408"`
+
 	// ReplayTTL is how long a completed request's response is kept for
 	// replay to a retried request with the same Idempotency-Key.
 	// Default: 24h.
@@ -109,6 +125,12 @@ func (a API) validate() error {
 	}
 	if a.MaxBodyBytes < 1 {
 		return fmt.Errorf("config: ONCEQ_MAX_BODY_BYTES must be at least 1, got %d", a.MaxBodyBytes)
+	}
+	if a.WebhookPeerBudget != 0 && a.WebhookPeerBudget < a.MaxBodyBytes {
+		return fmt.Errorf("config: ONCEQ_WEBHOOK_PEER_BUDGET (%d) must be 0 or at least ONCEQ_MAX_BODY_BYTES (%d): a body of the largest size would never be read", a.WebhookPeerBudget, a.MaxBodyBytes)
+	}
+	if a.WebhookFirstByteTimeout < time.Millisecond || a.WebhookBodyTimeout < time.Millisecond {
+		return errors.New("config: ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT and ONCEQ_WEBHOOK_BODY_TIMEOUT must be positive")
 	}
 	if a.WebhookBodyBudget < a.MaxBodyBytes {
 		return fmt.Errorf("config: ONCEQ_WEBHOOK_BODY_BUDGET (%d) must be at least ONCEQ_MAX_BODY_BYTES (%d): a body of the largest size would never be read", a.WebhookBodyBudget, a.MaxBodyBytes)

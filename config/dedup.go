@@ -38,6 +38,14 @@ type Dedup struct {
 	// Default: 24h.
 	PaymentIDWindow time.Duration `envconfig:"ONCEQ_PAYMENT_ID_WINDOW" default:"24h" desc:"how long a payment id is refused again after completion"`
 
+	// PaymentIDScope says whose a payment id is: "global", one charge
+	// whoever sends it (a second client's request under it is refused with
+	// 409 payment-id-held), or "client", each API client's own, for
+	// clients that are separate tenants. Producers, the API and status
+	// reads must agree.
+	// Default: global.
+	PaymentIDScope string `envconfig:"ONCEQ_PAYMENT_ID_SCOPE" default:"global" desc:"whose a payment id is: global (one charge whoever sends it) or client (each API client's own, for separate tenants)"`
+
 	// PaymentRateWindow throttles the same account, currency and amount
 	// under another payment id.
 	// Default: 60s.
@@ -105,6 +113,9 @@ func (d Dedup) validate() error {
 			return fmt.Errorf("config: %s %s is shorter than ONCEQ_DONE_TTL %s: the producer would accept a job "+
 				"the worker then skips as a duplicate; raise %s or lower ONCEQ_DONE_TTL", c.key, c.v, d.DoneTTL, c.key)
 		}
+	}
+	if d.PaymentIDScope != "global" && d.PaymentIDScope != "client" {
+		return fmt.Errorf("config: ONCEQ_PAYMENT_ID_SCOPE must be global or client, got %q", d.PaymentIDScope)
 	}
 	if d.MaxResultBytes < 1 {
 		return fmt.Errorf("config: ONCEQ_MAX_RESULT_BYTES must be at least 1, got %d", d.MaxResultBytes)

@@ -15,7 +15,7 @@ func defaultWorker() Worker {
 		Redis: Redis{WaitTimeout: time.Second, DialTimeout: 5 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second},
 		Log:   Log{Env: "production", Level: "info"},
 		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour,
-			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour,
+			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour, PaymentIDScope: "global",
 			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second, QueueShards: 1, KeepCompleted: true},
 		Postgres:    Postgres{Ledger: true, Retention: 720 * time.Hour},
 		Admin:       Admin{Addr: "127.0.0.1:8080", DashboardReadOnly: true},
@@ -29,7 +29,8 @@ func defaultWorker() Worker {
 func defaultAPI() API {
 	w := defaultWorker()
 	return API{Redis: w.Redis, Log: w.Log, Dedup: w.Dedup, Postgres: w.Postgres, Addr: "127.0.0.1:8081",
-		WebhookTolerance: 5 * time.Minute, MaxBodyBytes: 1 << 20, WebhookBodyBudget: 32 << 20, ReplayTTL: 24 * time.Hour}
+		WebhookTolerance: 5 * time.Minute, MaxBodyBytes: 1 << 20, WebhookBodyBudget: 32 << 20, ReplayTTL: 24 * time.Hour,
+		WebhookFirstByteTimeout: 5 * time.Second, WebhookBodyTimeout: 10 * time.Second}
 }
 
 func TestDefaults(t *testing.T) {
@@ -66,7 +67,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_REDIS_MIN_REPLICAS": "1", "ONCEQ_REDIS_WAIT_TIMEOUT": "2s",
 	"ONCEQ_ENV": "development", "ONCEQ_LOG_LEVEL": "debug",
 	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_FAILED_TTL": "2h",
-	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_ON_REPEAT": "email:send=replace", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h",
+	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_ON_REPEAT": "email:send=replace", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h", "ONCEQ_PAYMENT_ID_SCOPE": "client",
 	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_QUEUE_SHARDS": "8", "ONCEQ_TASK_LOG": "false", "ONCEQ_KEEP_COMPLETED": "false",
 	"ONCEQ_WEBHOOK_ID_FIELDS": "acme:event_id", "ONCEQ_WEBHOOK_SCHEMES": "github:github,stripe:stripe",
 	"ONCEQ_ADMIN_ADDR": "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
@@ -77,7 +78,8 @@ var allKnobs = map[string]string{
 	"ONCEQ_QUEUES": "high:5,bulk:1", "ONCEQ_STRICT_PRIORITY": "true", "ONCEQ_CONCURRENCY": "32",
 	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse", "ONCEQ_LIVENESS": "5s", "ONCEQ_OUTBOX": "on",
 	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "acme:acs,github:ghs,stripe:sts,stripe:sts2",
-	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_WEBHOOK_BODY_BUDGET": "4096", "ONCEQ_REPLAY_TTL": "6h",
+	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_WEBHOOK_BODY_BUDGET": "4096", "ONCEQ_WEBHOOK_PEER_BUDGET": "3072",
+	"ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT": "3s", "ONCEQ_WEBHOOK_BODY_TIMEOUT": "7s", "ONCEQ_REPLAY_TTL": "6h",
 	"ONCEQ_POSTGRES_URL": "postgres://app:pgpw@db.example/app", "ONCEQ_POSTGRES_MAX_CONNS": "40",
 	"ONCEQ_POSTGRES_LEDGER": "false", "ONCEQ_POSTGRES_RETENTION": "1000h",
 }
@@ -96,7 +98,7 @@ func TestEveryKnobParses(t *testing.T) {
 		DialTimeout: 7 * time.Second, ReadTimeout: 4 * time.Second, WriteTimeout: 6 * time.Second}
 	log := Log{Env: "development", Level: "debug"}
 	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,
-		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour,
+		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour, PaymentIDScope: "client",
 		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second, OnRepeat: "email:send=replace", QueueShards: 8}
 	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false, Retention: 1000 * time.Hour}
 	hosts := HTTPHosts{Hosts: []string{"onceq.test", "box.lan"}}
@@ -114,7 +116,8 @@ func TestEveryKnobParses(t *testing.T) {
 		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"acme": {"acs"}, "github": {"ghs"}, "stripe": {"sts", "sts2"}},
 		WebhookSchemes:   map[string]string{"github": SchemeGitHub, "stripe": SchemeStripe},
 		WebhookIDFields:  map[string]string{"acme": "event_id"},
-		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, WebhookBodyBudget: 4096, ReplayTTL: 6 * time.Hour}
+		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, WebhookBodyBudget: 4096, ReplayTTL: 6 * time.Hour,
+		WebhookPeerBudget: 3072, WebhookFirstByteTimeout: 3 * time.Second, WebhookBodyTimeout: 7 * time.Second}
 
 	w, err := LoadWorkerFrom(Environ())
 	if err != nil {

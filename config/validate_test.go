@@ -32,6 +32,8 @@ func TestValidation(t *testing.T) {
 		{"ONCEQ_QUEUE_SHARDS", "three", "ONCEQ_QUEUE_SHARDS"},
 		{"ONCEQ_QUEUE_SHARDS", "256", ""},
 		{"ONCEQ_QUEUE_SHARDS", "1", ""},
+		{"ONCEQ_PAYMENT_ID_SCOPE", "tenant", `ONCEQ_PAYMENT_ID_SCOPE must be global or client, got "tenant"`},
+		{"ONCEQ_PAYMENT_ID_SCOPE", "client", ""},
 		{"ONCEQ_REDIS_DIAL_TIMEOUT", "0s", "ONCEQ_REDIS_DIAL_TIMEOUT"},
 		{"ONCEQ_REDIS_READ_TIMEOUT", "-1s", "ONCEQ_REDIS_READ_TIMEOUT"},
 		{"ONCEQ_REDIS_WRITE_TIMEOUT", "0s", "ONCEQ_REDIS_WRITE_TIMEOUT"},
@@ -182,6 +184,9 @@ func TestAPIValidation(t *testing.T) {
 		// Below the largest body, that body would never be read.
 		{"ONCEQ_WEBHOOK_BODY_BUDGET", "1048575"},
 		{"ONCEQ_WEBHOOK_BODY_BUDGET", "32MiB"},
+		{"ONCEQ_WEBHOOK_PEER_BUDGET", "1024"},
+		{"ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT", "0s"},
+		{"ONCEQ_WEBHOOK_BODY_TIMEOUT", "-1s"},
 		{"ONCEQ_REPLAY_TTL", "100ms"},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
@@ -189,6 +194,10 @@ func TestAPIValidation(t *testing.T) {
 			_, err := LoadAPI()
 			wantErr(t, err, tc.key)
 		})
+	}
+	setEnv(t, map[string]string{"ONCEQ_WEBHOOK_PEER_BUDGET": "1048576"})
+	if _, err := LoadAPI(); err != nil {
+		t.Errorf("a peer budget of ONCEQ_MAX_BODY_BYTES: %v", err)
 	}
 }
 

@@ -90,13 +90,15 @@ func printable(s string) bool {
 // the same amount under another id.
 func paymentSpec(w Windows) dedup.Spec[Payment] {
 	return dedup.Spec[Payment]{
-		// Key: payment_id (required; one payment whoever sends it); rate rule: account + currency + amount, per client.
+		// Key: payment_id (required; one payment whoever sends it, unless
+		// ids are per client); rate rule: account + currency + amount, per client.
 		Type:  TypePayment,
 		Queue: QueueCritical,
 		ID:    func(p Payment) string { return p.PaymentID },
 		// A payment id names one charge: a second client sending it must
-		// meet the first one's job, not charge again.
-		Global:   true,
+		// meet the first one's job, not charge again. Between tenants it
+		// is each one's own.
+		Global:   !w.PaymentIDsPerClient,
 		Validate: Payment.Validate,
 		Unique:   w.PaymentID,
 		Rules: func(p Payment) ([]*dedup.Rule, error) {

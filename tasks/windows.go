@@ -32,6 +32,11 @@ type Windows struct {
 	// completed task, and the dashboard has no Completed tab for it
 	// (ONCEQ_KEEP_COMPLETED=false). Default: false, they are kept.
 	DropCompleted bool
+	// PaymentIDsPerClient scopes payment ids to the client that sends them
+	// (ONCEQ_PAYMENT_ID_SCOPE=client), for deployments whose clients are
+	// separate tenants. Default: false, a payment id names one charge
+	// whoever sends it.
+	PaymentIDsPerClient bool
 }
 
 // Default windows.

@@ -24,7 +24,9 @@ import (
 // Unauthenticated webhook bodies cost a real `producer serve` no more than
 // its body budget: 600 connections each sending a 1 MiB body, unsigned or
 // badly signed, all open at once, keep the process's peak RSS (VmHWM)
-// under 150 MB.
+// under 150 MB. Every sender reads its answer, 401 or 503, never a reset.
+// All come from one address, as they would through a proxy, so the peer
+// share is the whole budget here.
 //
 //	go test -count=1 -run TestWebhookBodiesMemory -v ./cmd/producer/
 func TestWebhookBodiesMemory(t *testing.T) {
@@ -45,10 +47,14 @@ func TestWebhookBodiesMemory(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve")
 	cmd.Env = testenv.ChildEnv(map[string]string{
-		"ONCEQ_REDIS_URL":       fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
-		"ONCEQ_API_ADDR":        addr,
-		"ONCEQ_WEBHOOK_SECRETS": "acme:whsec-acme",
-		"ONCEQ_LOG_LEVEL":       "warn",
+		"ONCEQ_REDIS_URL":           fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
+		"ONCEQ_API_ADDR":            addr,
+		"ONCEQ_WEBHOOK_SECRETS":     "acme:whsec-acme",
+		"ONCEQ_LOG_LEVEL":           "warn",
+		"ONCEQ_WEBHOOK_PEER_BUDGET": "33554432",
+		// The refused bodies are read to their end, held back by the test
+		// until all are sent: room for that on a loaded machine.
+		"ONCEQ_WEBHOOK_BODY_TIMEOUT": "40s",
 	})
 	var log testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
@@ -133,8 +139,6 @@ func TestWebhookBodiesMemory(t *testing.T) {
 			case err != nil:
 				outcome = "closed while sending"
 			default:
-				// A refused connection is closed with its body unread; the
-				// reset that follows may overtake the 503.
 				outcome = "reset after sending"
 			}
 		})
@@ -162,7 +166,7 @@ func TestWebhookBodiesMemory(t *testing.T) {
 	t.Logf("highest VmRSS sampled %s; after the answers: VmRSS %s, VmHWM (peak) %s", mb(peak), mb(after.rss), mb(after.hwm))
 	for outcome, n := range statuses {
 		switch outcome {
-		case "401", "503", "closed while sending", "reset after sending":
+		case "401", "503":
 		default:
 			t.Errorf("%d requests: %s, want 401, or 503 with Retry-After", n, outcome)
 		}

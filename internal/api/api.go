@@ -64,9 +64,17 @@ type Options struct {
 	// WebhookBudgetWait is how long a webhook waits for room in the
 	// budget. Default: 2s.
 	WebhookBudgetWait time.Duration
-	// WebhookBodyTimeout bounds the read of a webhook body once it holds
-	// budget; a slower body is answered 408. Default: 10s.
+	// WebhookFirstByteTimeout bounds the wait for a webhook body's first
+	// byte, which holds no budget; a body that has not started by then is
+	// answered 408. Default: 5s.
+	WebhookFirstByteTimeout time.Duration
+	// WebhookBodyTimeout bounds the read of a webhook body from its first
+	// byte; a slower body is answered 408. Default: 10s.
 	WebhookBodyTimeout time.Duration
+	// WebhookPeerBudget caps the part of WebhookBodyBudget one peer
+	// address may hold; beyond it 503 at once. At least MaxBodyBytes.
+	// Default: WebhookBodyBudget/8, at least MaxBodyBytes.
+	WebhookPeerBudget int64
 	// Lease of an HTTP idempotency claim: how long a retry of a request
 	// whose API process died in flight (or that reaches another replica
 	// after a lost Redis reply) is answered 409. It covers the request's
@@ -112,6 +120,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.WebhookBodyTimeout == 0 {
 		o.WebhookBodyTimeout = 10 * time.Second
 	}
+	if o.WebhookFirstByteTimeout == 0 {
+		o.WebhookFirstByteTimeout = 5 * time.Second
+	}
+	if o.WebhookPeerBudget == 0 {
+		o.WebhookPeerBudget = min(max(o.WebhookBodyBudget/8, o.MaxBodyBytes), o.WebhookBodyBudget)
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
 	}
@@ -155,8 +169,10 @@ func (o Options) withDefaults() (Options, error) {
 	case o.WebhookBodyBudget < o.MaxBodyBytes:
 		// A body of the largest size would never be admitted.
 		return o, fmt.Errorf("api: WebhookBodyBudget (%d) must be at least MaxBodyBytes (%d)", o.WebhookBodyBudget, o.MaxBodyBytes)
-	case o.WebhookBudgetWait < 0 || o.WebhookBodyTimeout < 0:
-		return o, errors.New("api: WebhookBudgetWait and WebhookBodyTimeout must be positive")
+	case o.WebhookPeerBudget < o.MaxBodyBytes:
+		return o, fmt.Errorf("api: WebhookPeerBudget (%d) must be at least MaxBodyBytes (%d)", o.WebhookPeerBudget, o.MaxBodyBytes)
+	case o.WebhookBudgetWait < 0 || o.WebhookBodyTimeout < 0 || o.WebhookFirstByteTimeout < 0:
+		return o, errors.New("api: WebhookBudgetWait, WebhookBodyTimeout and WebhookFirstByteTimeout must be positive")
 	}
 	if _, err := o.clients(); err != nil {
 		return o, err
@@ -261,7 +277,9 @@ func New(o Options) (*Handler, error) {
 		return nil, err
 	}
 	s := &server{opts: o, sources: sources, creds: credentials(cs), guard: guard, fingerprints: fingerprints{ttl: o.ReplayCacheTTL},
-		budget: &budget{sem: semaphore.NewWeighted(o.WebhookBodyBudget), wait: o.WebhookBudgetWait, bodyTimeout: o.WebhookBodyTimeout}}
+		budget: &budget{sem: semaphore.NewWeighted(o.WebhookBodyBudget), wait: o.WebhookBudgetWait,
+			firstByte: o.WebhookFirstByteTimeout, bodyTimeout: o.WebhookBodyTimeout,
+			perPeer: o.WebhookPeerBudget, peers: map[string]int64{}}}
 	mux := &routes{ServeMux: http.NewServeMux(), zero: o.Requests.Zero}
 	for _, k := range o.Catalog.Kinds() {
 		if route := o.Catalog.Route(k.Type); route != "" {

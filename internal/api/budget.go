@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -17,9 +18,12 @@ import (
 // budget caps, process-wide, the bytes of request bodies read before
 // anything authenticated them. Without it every open connection may make
 // the process hold a whole body: 600 unsigned 1 MiB webhooks held it at
-// 870 MB. A reservation is taken before a byte is read and returned once the
-// signature is checked, so what stays after (an accepted event's payload
-// until its enqueue ends) is authenticated.
+// 870 MB. Room is taken as a body's bytes arrive, never for bytes only
+// declared: a connection that sends a head declaring 1 MiB and then nothing
+// holds none (40 such heads made 7 of 9 signed webhooks fail when room was
+// taken from Content-Length). It is returned once the signature is checked,
+// so what stays after (an accepted event's payload until its enqueue ends)
+// is authenticated.
 type budget struct {
 	sem   *semaphore.Weighted
 	pools [64]sync.Pool // of *[]byte, by log2 of the buffer's size; see class
@@ -27,9 +31,48 @@ type budget struct {
 	// short, so a burst of genuine senders is smoothed, never queued for
 	// long behind slow ones.
 	wait time.Duration
-	// bodyTimeout bounds the read of a body that holds a reservation, so
-	// a slow sender frees it in time (the server's ReadTimeout is longer).
-	bodyTimeout time.Duration
+	// firstByte bounds the wait from the handler's start to a body's first
+	// byte, which holds no room; bodyTimeout then bounds the rest of the
+	// body, so a slow sender frees its room in time (the server's
+	// ReadTimeout is longer).
+	firstByte, bodyTimeout time.Duration
+
+	// perPeer caps what one peer address holds at once, so that one host
+	// cannot take the whole budget.
+	perPeer int64
+	mu      sync.Mutex
+	peers   map[string]int64 // bytes held, by peer address; no entry at 0
+}
+
+// reserve takes n bytes of room for peer: refused at once when the peer
+// would hold more than its share, else waiting up to b.wait for room.
+func (b *budget) reserve(ctx context.Context, peer string, n int64) (ok, peerFull bool) {
+	b.mu.Lock()
+	if b.peers[peer]+n > b.perPeer {
+		b.mu.Unlock()
+		return false, true
+	}
+	b.peers[peer] += n
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, b.wait)
+	defer cancel()
+	if b.sem.Acquire(ctx, n) != nil {
+		b.release(peer, 0, n)
+		return false, false
+	}
+	return true, false
+}
+
+// release returns n bytes of room to the budget and peerN to peer's share.
+func (b *budget) release(peer string, n, peerN int64) {
+	if n > 0 {
+		b.sem.Release(n)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.peers[peer] -= peerN; b.peers[peer] <= 0 {
+		delete(b.peers, peer)
+	}
 }
 
 // chunk is the first step by which a body of unknown length (no
@@ -66,123 +109,148 @@ func (b *budget) put(buf []byte) {
 }
 
 // heldBody is a body read under the budget; exactly one of authenticated
-// and refused returns its reservation once the signature is checked.
+// and refused returns its room once the signature is checked.
 type heldBody struct {
 	b    *budget
+	peer string
 	buf  []byte
 	held int64
 }
 
-// authenticated returns the reservation; the bytes stay the caller's.
+// authenticated returns the room; the bytes stay the caller's.
 func (h *heldBody) authenticated() {
-	h.b.sem.Release(h.held)
+	h.b.release(h.peer, h.held, h.held)
 	h.held, h.buf = 0, nil
 }
 
-// refused returns the reservation and recycles the buffer: the caller must
-// not touch the body again.
+// refused returns the room and recycles the buffer: the caller must not
+// touch the body again.
 func (h *heldBody) refused() {
 	buf := h.buf
 	h.authenticated()
 	h.b.put(buf)
 }
 
-// readUnsigned reads r's body as readBody does, but within the budget: the
-// buffer is sized from Content-Length (one read into it, no copy), or
-// without it grows by doubling from chunk up to MaxBodyBytes, each growth
-// reserved before it is allocated. Nothing of the body is read until its
-// reservation is had; without room within the budget's wait the answer is
-// a 503 with Retry-After. On success the caller must call authenticated or
-// refused on held once the signature is checked.
-func (s *server) readUnsigned(w http.ResponseWriter, r *http.Request) (body []byte, held *heldBody, resp *response) {
+// readUnsigned reads r's body as readBody does, but within the budget. The
+// first byte is awaited holding nothing; then the buffer grows by doubling
+// from chunk (or the declared length, if smaller) up to the declared
+// length or MaxBodyBytes, and each step's room is taken only once every
+// byte before it has arrived. A body the budget has no room for, within
+// its wait, is answered 503 with Retry-After. On failure the problem is
+// written and ok is false; on success the caller must call authenticated
+// or refused on held once the signature is checked.
+func (s *server) readUnsigned(w http.ResponseWriter, r *http.Request) (body []byte, held *heldBody, ok bool) {
 	b := s.budget
-	h := &heldBody{b: b}
-	reserve := func(n int64) bool {
-		ctx, cancel := context.WithTimeout(r.Context(), b.wait)
-		defer cancel()
-		if b.sem.Acquire(ctx, n) != nil {
-			return false
-		}
-		h.held += n
-		return true
-	}
-	fail := func(p response) ([]byte, *heldBody, *response) {
-		h.refused()
-		return nil, nil, &p
-	}
+	h := &heldBody{b: b, peer: peerOf(r)}
 	limit := s.opts.MaxBodyBytes
+	rc := http.NewResponseController(w)
+	fail := func(p response) ([]byte, *heldBody, bool) {
+		h.refused()
+		answerUnread(w, r, rc, p, limit, b.bodyTimeout)
+		return nil, nil, false
+	}
 	tooLarge := problem(http.StatusRequestEntityTooLarge, probTooLarge, fmt.Sprintf("the body may be at most %d bytes", limit))
 	switch {
 	case r.ContentLength > limit:
 		return fail(tooLarge)
 	case r.ContentLength == 0:
-		return []byte{}, h, nil
+		return []byte{}, h, true
 	}
-	want := r.ContentLength
-	if want < 0 {
-		want = min(chunk, limit)
+	end := limit // the most this body may have
+	if r.ContentLength > 0 {
+		end = r.ContentLength
 	}
-	size := class(want, limit)
-	if !reserve(size) {
-		return fail(s.overBudget())
-	}
-	h.buf = b.get(size)
-	rc := http.NewResponseController(w)
 	// Not every ResponseWriter reaches a connection (a recorder does not):
 	// there the server's ReadTimeout alone bounds the read.
+	_ = rc.SetReadDeadline(time.Now().Add(b.firstByte))
+	var first [1]byte
+	n, err := io.ReadFull(r.Body, first[:])
+	switch {
+	case n == 0 && errors.Is(err, io.EOF) && r.ContentLength < 0:
+		_ = rc.SetReadDeadline(time.Time{})
+		return []byte{}, h, true
+	case n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+		return fail(problem(http.StatusRequestTimeout, probBodyTimeout, fmt.Sprintf("the body did not start within %s", b.firstByte)))
+	case n == 0:
+		return fail(problem(http.StatusBadRequest, probBadRequest, "the body ended before its Content-Length"))
+	}
 	_ = rc.SetReadDeadline(time.Now().Add(b.bodyTimeout))
 	// Once the body is in, nothing more of this request is read; a deadline
 	// left behind would fire in net/http's background read and cancel the
 	// request's context in the middle of its enqueue.
-	done := func() ([]byte, *heldBody, *response) {
+	done := func() ([]byte, *heldBody, bool) {
 		_ = rc.SetReadDeadline(time.Time{})
-		return h.buf, h, nil
+		return h.buf, h, true
 	}
 	for {
-		end := cap(h.buf)
-		if r.ContentLength >= 0 {
-			end = int(r.ContentLength)
+		// The next step: only the growth is reserved, so that a budget of
+		// MaxBodyBytes admits a body of that size; the old buffer, copied
+		// out at once, goes back to its pool.
+		size := class(min(end, max(2*int64(cap(h.buf)), chunk)), limit)
+		if ok, peerFull := b.reserve(r.Context(), h.peer, size-int64(cap(h.buf))); !ok {
+			return fail(s.overBudget(peerFull))
 		}
-		n, err := io.ReadFull(r.Body, h.buf[len(h.buf):end])
+		h.held += size - int64(cap(h.buf))
+		old := h.buf
+		h.buf = append(b.get(size), old...)
+		b.put(old)
+		if len(h.buf) == 0 {
+			h.buf = append(h.buf, first[0])
+		}
+		n, err := io.ReadFull(r.Body, h.buf[len(h.buf):min(end, size)])
 		h.buf = h.buf[:len(h.buf)+n]
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			if r.ContentLength >= 0 {
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			if r.ContentLength > 0 {
 				return fail(problem(http.StatusBadRequest, probBadRequest, "the body ended before its Content-Length"))
 			}
 			return done()
-		}
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return fail(problem(http.StatusRequestTimeout, probBodyTimeout,
-					fmt.Sprintf("the body did not arrive within %s", b.bodyTimeout)))
-			}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fail(problem(http.StatusRequestTimeout, probBodyTimeout,
+				fmt.Sprintf("the body did not arrive within %s of its first byte", b.bodyTimeout)))
+		case err != nil:
 			return fail(problem(http.StatusBadRequest, probBadRequest, "reading the body failed"))
-		}
-		if r.ContentLength >= 0 {
+		case int64(len(h.buf)) == r.ContentLength:
 			return done() // net/http ends a body at its Content-Length
-		}
-		if int64(cap(h.buf)) == limit {
+		case r.ContentLength < 0 && int64(len(h.buf)) == limit:
 			var probe [1]byte
 			if n, _ := io.ReadFull(r.Body, probe[:]); n > 0 {
 				return fail(tooLarge)
 			}
 			return done()
 		}
-		// Only the growth is reserved, so that a budget of MaxBodyBytes
-		// admits a body of that size; the old buffer, copied out at once,
-		// goes back to its pool.
-		old := h.buf
-		grown := class(int64(cap(old))*2, limit)
-		if !reserve(grown - int64(cap(old))) {
-			return fail(s.overBudget())
-		}
-		h.buf = append(b.get(grown), old...)
-		b.put(old)
 	}
 }
 
-// overBudget is the 503 for a body the budget has no room for.
-func (s *server) overBudget() response {
+// answerUnread writes resp for a request whose body was not read to its
+// end, then reads and drops the rest (up to limit, within timeout), so the
+// sender reads its answer: a connection closed with unread bytes is reset,
+// and a sender that is still writing sees the reset, not the 503.
+func answerUnread(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, resp response, limit int64, timeout time.Duration) {
+	_ = rc.EnableFullDuplex()
+	w.Header().Set("Connection", "close")
+	resp.write(w)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	io.Copy(io.Discard, io.LimitReader(r.Body, limit+1))
+}
+
+// peerOf is the request's peer address, without its port. Behind a
+// reverse proxy every request is the proxy's.
+func peerOf(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// overBudget is the 503 for a body the budget, or its peer's share of it,
+// has no room for.
+func (s *server) overBudget(peerFull bool) response {
+	detail := "too many unauthenticated bodies are being read; retry later"
+	if peerFull {
+		detail = "too many unauthenticated bodies are being read from this address; retry later"
+	}
 	return problemOf(Problem{Type: ProblemType + probBodyBudget.slug, Title: probBodyBudget.title, Status: http.StatusServiceUnavailable,
-		Detail: "too many unauthenticated bodies are being read; retry later", RetryAfter: seconds(s.budget.wait)})
+		Detail: detail, RetryAfter: seconds(s.budget.wait)})
 }

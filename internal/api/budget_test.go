@@ -156,3 +156,127 @@ func TestWebhookSlowBodyTimesOut(t *testing.T) {
 		t.Fatalf("after the slow body timed out: %d %s, want 401: its reservation is back", r.Status, r.Body)
 	}
 }
+
+// headOnly opens a connection from local address from ("" for any) and
+// sends a webhook's request head declaring size bytes, and then nothing.
+func headOnly(t *testing.T, e *env, from string, size int) net.Conn {
+	t.Helper()
+	var d net.Dialer
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	c, err := d.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "POST /v1/webhooks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", source, size)
+	return c
+}
+
+// A declared length takes no room: heads that declare the largest body and
+// send none leave the whole budget to senders whose bytes arrive.
+func TestWebhookHeadsHoldNoBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookBudgetWait = 4<<10, 4<<10, 20*time.Millisecond
+		o.WebhookFirstByteTimeout = time.Minute // they hold nothing while they wait
+	})
+	for range 3 {
+		headOnly(t, e, "", 4<<10)
+	}
+	// Their handlers are waiting for a first byte by the time the signed
+	// ones arrive, or will find no room taken when they get there.
+	for i := range 5 {
+		accepted(t, e.webhook(eventBody(fmt.Sprintf("evt_heads_%d", i), 1), ""), http.StatusAccepted)
+	}
+}
+
+// A body that has not started within WebhookFirstByteTimeout is a 408.
+func TestWebhookFirstByteTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) { o.WebhookFirstByteTimeout = 50 * time.Millisecond })
+	p := problem(t, readReply(t, headOnly(t, e, "", 100)), http.StatusRequestTimeout)
+	if p.Type != api.ProblemType+"body-timeout" || !strings.Contains(p.Detail, "did not start within 50ms") {
+		t.Fatalf("a body that never started: %+v", p)
+	}
+}
+
+// One peer address holds at most WebhookPeerBudget: beyond it its next
+// body is refused at once, while another address still gets room.
+func TestWebhookPeerBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookPeerBudget, o.WebhookBudgetWait = 4<<10, 16<<10, 4<<10, time.Minute
+	})
+	finish := held(t, e, 4<<10) // from 127.0.0.1, holding its 4 KiB once half is read
+	var r reply
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		// Refused at once, not after the minute's wait for room.
+		if r = e.unsigned(t, "{}"); r.Status == http.StatusServiceUnavailable {
+			break
+		}
+		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("probe while the peer holds its share: %d %s", r.Status, r.Body)
+		}
+	}
+	if p := problem(t, r, http.StatusServiceUnavailable); !strings.Contains(p.Detail, "from this address") {
+		t.Fatalf("refusal %+v: want the peer's share named", p)
+	}
+	// Another address has the rest of the budget.
+	body := eventBody("evt_peer", 1)
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "POST /v1/webhooks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s",
+		source, api.SignatureHeader, testenv.Sign(secret, e.clock(), []byte(body)), len(body), body)
+	accepted(t, readReply(t, c), http.StatusAccepted)
+	problem(t, finish(), http.StatusUnauthorized)
+}
+
+// A body refused for want of room is answered, and its sender reads the
+// 503: the rest of the body is read and dropped, not left to make the
+// connection close with a reset that overtakes the answer.
+func TestWebhookRefusalIsReadNotReset(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20 // far beyond what net/http drains by itself
+	e := newEnv(t, func(o *api.Options) {
+		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookPeerBudget, o.WebhookBudgetWait = size, size, size, 20*time.Millisecond
+	})
+	finish := held(t, e, size)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r := e.unsigned(t, "{}")
+		if r.Status == http.StatusServiceUnavailable {
+			break
+		}
+		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("probe while a body holds the budget: %d %s", r.Status, r.Body)
+		}
+	}
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	// As a sender that writes its whole request before it reads, and
+	// slowly: longer than net/http waits before it closes a connection it
+	// has stopped reading.
+	fmt.Fprintf(c, "POST /v1/webhooks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", source, size)
+	piece := strings.Repeat(" ", size/16)
+	for i := range 16 {
+		if _, err := io.WriteString(c, piece); err != nil {
+			t.Fatalf("sending piece %d of the refused body: %v, want it read to its end", i, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := readReply(t, c)
+	if p := problem(t, r, http.StatusServiceUnavailable); r.Header.Get("Retry-After") == "" {
+		t.Fatalf("refusal %+v without Retry-After", p)
+	}
+	problem(t, finish(), http.StatusUnauthorized)
+}

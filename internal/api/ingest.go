@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/httpidem"
+	"github.com/onceq/onceq/tasks"
 )
 
 // build turns a request body into its Job through the catalog, the one
@@ -204,7 +205,7 @@ func (s *server) enqueue(ctx context.Context, j dedup.Job) response {
 			return unavailable(outcomeUnknown)
 		}
 		if !mine {
-			return foreign(out.Key)
+			return foreign(j.Key)
 		}
 	}
 	var resp response
@@ -255,11 +256,16 @@ func (s *server) enqueue(ctx context.Context, j dedup.Job) response {
 }
 
 // foreign answers a request for a global key (a payment id) that another
-// client holds: nothing was enqueued, and nothing of that job is told, not
-// even whether this request's content matched it.
-func foreign(key string) response {
-	resp := jsonResponse(http.StatusOK, Accepted{Decision: dedup.Duplicate, Key: key,
-		Reason: "this id is held by another client's job; nothing was enqueued"})
+// client holds: 409, so a client that reads only the status knows nothing
+// was enqueued, and nothing of that job is told, not even whether this
+// request's content matched it.
+func foreign(key dedup.Key) response {
+	k := probIDHeld
+	if key.Namespace == tasks.TypePayment {
+		k = probPaymentIDHeld
+	}
+	resp := problemOf(Problem{Type: ProblemType + k.slug, Title: k.title, Status: http.StatusConflict, Key: key.String(),
+		Detail: "this id is held by another client's job; nothing was enqueued"})
 	resp.NoReplay = true
 	return resp
 }

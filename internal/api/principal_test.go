@@ -46,12 +46,13 @@ func TestKeysAreScopedToTheirClient(t *testing.T) {
 		t.Fatalf("bob's payment %+v", bob)
 	}
 	// Alice's body under a key of Bob's: deduplicated by payment id (global),
-	// but nothing of Alice's job is shown, and it is no replay.
+	// answered 409 so that a client reading only the status knows nothing
+	// was charged, with nothing of Alice's job shown, and no replay.
 	r := e.do(req{path: paymentPath, body: alice, header: as(bobToken, map[string]string{"Idempotency-Key": "order-2"})})
-	dup := accepted(t, r, http.StatusOK)
-	if dup.Decision != dedup.Duplicate || dup.TaskID != "" || dup.State != "" || dup.Result != nil ||
-		r.Header.Get("Location") != "" || r.Header.Get(api.ReplayedHeader) != "" {
-		t.Fatalf("bob sees alice's job: %+v %v", dup, r.Header)
+	held := problem(t, r, http.StatusConflict)
+	if held.Type != api.ProblemType+"payment-id-held" || held.Key != a.Key ||
+		r.Header.Get("Location") != "" || r.Header.Get(api.ReplayedHeader) != "" || strings.Contains(string(r.Body), a.TaskID) {
+		t.Fatalf("bob sees alice's job: %+v %v", held, r.Header)
 	}
 	// A wrong guess at the content of Alice's payment gets the very same
 	// answer as the right one: no oracle on her amount.
@@ -81,6 +82,29 @@ func TestKeysAreScopedToTheirClient(t *testing.T) {
 	problem(t, get(bobToken, a.Key), http.StatusNotFound)
 	if r := get(aliceToken, a.Key); r.Status != http.StatusOK {
 		t.Fatalf("alice reads her job: %d %s", r.Status, r.Body)
+	}
+	if n := e.tasks(); n != 2 {
+		t.Fatalf("%d tasks, want 2", n)
+	}
+}
+
+// With payment ids per client (ONCEQ_PAYMENT_ID_SCOPE=client), tenants
+// never meet: Bob's payment under Alice's id is his own charge.
+func TestPaymentIDsPerClient(t *testing.T) {
+	t.Parallel()
+	cat, err := tasks.NewCatalog(tasks.Windows{PaymentIDsPerClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, twoClients, func(o *api.Options) { o.Catalog = cat })
+	a := accepted(t, e.do(req{path: paymentPath, body: paymentBody("pmt-1", "acct-a", 100), header: as(aliceToken, nil)}), http.StatusAccepted)
+	b := accepted(t, e.do(req{path: paymentPath, body: paymentBody("pmt-1", "acct-b", 100), header: as(bobToken, nil)}), http.StatusAccepted)
+	if a.Key == b.Key || a.TaskID == b.TaskID {
+		t.Fatalf("alice's %+v and bob's %+v are one job", a, b)
+	}
+	// Each client's repeat is still a duplicate of its own payment.
+	if d := accepted(t, e.do(req{path: paymentPath, body: paymentBody("pmt-1", "acct-b", 100), header: as(bobToken, nil)}), http.StatusOK); d.TaskID != b.TaskID {
+		t.Fatalf("bob's repeat %+v, want his job %s", d, b.TaskID)
 	}
 	if n := e.tasks(); n != 2 {
 		t.Fatalf("%d tasks, want 2", n)

@@ -27,6 +27,8 @@ var (
 	probMediaType       = kind{"unsupported-media-type", "Unsupported media type"}
 	probInvalid         = kind{"invalid-payload", "Invalid payload"}
 	probConflict        = kind{"job-key-conflict", "Job key already used for other content"}
+	probPaymentIDHeld   = kind{"payment-id-held", "Payment id held by another client"}
+	probIDHeld          = kind{"id-held", "Job id held by another client"}
 	probThrottled       = kind{"throttled", "Too many requests"}
 	probUnavailable     = kind{"unavailable", "Service unavailable"}
 	probInternal        = kind{"internal", "Internal error"}

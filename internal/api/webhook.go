@@ -123,9 +123,8 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
 		return
 	}
-	body, held, resp := s.readUnsigned(w, r)
-	if resp != nil {
-		resp.write(w)
+	body, held, ok := s.readUnsigned(w, r)
+	if !ok {
 		return
 	}
 	now := s.opts.Now()

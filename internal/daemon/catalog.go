@@ -16,7 +16,7 @@ func Catalog(d config.Dedup) (*tasks.Catalog, error) {
 	}
 	c, err := tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
 		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow, OnRepeat: repeat, Shards: d.QueueShards,
-		DropCompleted: !d.KeepCompleted})
+		DropCompleted: !d.KeepCompleted, PaymentIDsPerClient: d.PaymentIDScope == "client"})
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -161,9 +161,9 @@ func parse(page string, b []byte) []command {
 }
 
 // documentedPorts are the ports the pages name (the worker's admin port,
-// the API's, stripe-mock's, Mailpit's): each run takes free ones in their
+// the API's and a second and third API's, stripe-mock's, Mailpit's): each run takes free ones in their
 // place, in the commands and in the output the page shows.
-var documentedPorts = []string{"8080", "8081", "12111", "12112", "1025", "8025"}
+var documentedPorts = []string{"8080", "8081", "8082", "8083", "12111", "12112", "1025", "8025"}
 
 // notRun says why a command is checked rather than run: the README's test
 // command is what .ci/run runs (running it here would run this test
