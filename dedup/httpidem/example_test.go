@@ -56,6 +56,6 @@ func ExampleGuard_Middleware() {
 	// Output:
 	// 200 replayed="" charge 1
 	// 200 replayed="true" charge 1
-	// 422 replayed="" {"type":"urn:onceq:problem:idempotency-key-reused"
+	// 422 replayed="" {"type":"https://github.com/onceq/onceq/blob/main/docs/problems.md#idempotency-key-reused"
 	// charges: 1
 }

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// ProblemType prefixes the type URI of every problem document onceq writes.
-const ProblemType = "urn:onceq:problem:"
+// ProblemType prefixes the type URI of every problem document onceq writes:
+// a link to the problem's section of the docs, which says what to do.
+const ProblemType = "https://github.com/onceq/onceq/blob/main/docs/problems.md#"
 
 // Problem is an RFC 9457 problem document. Extensions carry what a client
 // can act on (the idempotency key, the seconds to wait).

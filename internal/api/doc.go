@@ -68,9 +68,10 @@
 // scope. With no tokens or one client there is no one to keep apart: the
 // caller shares the CLI's scope (its keys and rules are the CLI's, and it
 // reads every job). A type may declare its id Global (dedup.Spec): a
-// payment's job is keyed by its payment_id whoever sends it, and another
-// client sending that id gets one answer whatever the content, a bare
-// "duplicate" with nothing of the job. A webhook event's job is keyed by
+// payment's job is keyed by its payment_id whoever sends it (unless
+// ONCEQ_PAYMENT_ID_SCOPE=client), and another client sending that id gets
+// one answer whatever the content, 409 "payment-id-held" with nothing of
+// the job. A webhook event's job is keyed by
 // "<source>:<event id>", the id taken from the signed body (the "id" field,
 // or the field ONCEQ_WEBHOOK_ID_FIELDS names for the source), so a captured
 // body re-sent under a new header is a duplicate and two senders cannot

@@ -3,6 +3,7 @@ package docstest
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 	"github.com/onceq/onceq/internal/testenv"
@@ -381,11 +383,12 @@ func lineMatch(want, got string) bool {
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Every relative link of README.md, CHANGELOG.md and docs/ names a file
-// that exists: a page moved or renamed leaves no dead link behind.
+// that exists, and a #fragment a heading of that page: a page or section
+// moved or renamed leaves no dead link behind.
 func TestLinksResolve(t *testing.T) {
 	root := repoRoot(t)
 	pages := append([]string{"README.md", "CHANGELOG.md"}, docsOrder(t, root)...)
-	link := regexp.MustCompile(`\]\(([^)\s#]+)(#[^)\s]*)?\)`)
+	link := regexp.MustCompile(`\]\(([^)\s#]*)(#[^)\s]*)?\)`)
 	for _, page := range pages {
 		b, err := os.ReadFile(filepath.Join(root, page))
 		if err != nil {
@@ -393,13 +396,99 @@ func TestLinksResolve(t *testing.T) {
 			continue
 		}
 		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
-			target := m[1]
+			target, fragment := m[1], strings.TrimPrefix(m[2], "#")
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
-			if _, err := os.Stat(filepath.Join(root, filepath.Dir(page), target)); err != nil {
-				t.Errorf("%s: link to %s: %v", page, target, err)
+			path := filepath.Join(root, filepath.Dir(page), target)
+			if target == "" {
+				path = filepath.Join(root, page)
 			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s: link to %s: %v", page, target, err)
+				continue
+			}
+			if fragment != "" && strings.HasSuffix(path, ".md") && !headingAnchors(t, path)[fragment] {
+				t.Errorf("%s: link to %s#%s: no such heading", page, target, fragment)
+			}
+		}
+	}
+}
+
+// headingAnchors are the anchors GitHub gives a Markdown page's headings:
+// lower case, spaces as hyphens, other punctuation dropped.
+func headingAnchors(t *testing.T, path string) map[string]bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	fence := false
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+		}
+		h, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "#")
+		if fence || !ok {
+			continue
+		}
+		h = strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#")))
+		var a strings.Builder
+		for _, r := range h {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		anchors[a.String()] = true
+	}
+	return anchors
+}
+
+// Every problem type the code writes has its section in docs/problems.md,
+// which its type URI links to, and is listed in the OpenAPI document; the
+// page has no section for a type nothing writes.
+func TestProblemTypesDocumented(t *testing.T) {
+	root := repoRoot(t)
+	code := map[string]bool{}
+	for _, src := range []struct{ glob, re string }{
+		{"internal/api/problem.go", `kind\{"([a-z-]+)"`},
+		{"dedup/httpidem/*.go", `kind\w+\s*=\s*"([a-z-]+)"`},
+		{"dedup/httpidem/*.go", `problem\(http\.Status\w+, "([a-z-]+)"`},
+	} {
+		files, _ := filepath.Glob(filepath.Join(root, src.glob))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range regexp.MustCompile(src.re).FindAllStringSubmatch(string(b), -1) {
+				code[m[1]] = true
+			}
+		}
+	}
+	if len(code) < 20 {
+		t.Fatalf("found only %d problem types in the code: %v", len(code), slices.Sorted(maps.Keys(code)))
+	}
+	documented := headingAnchors(t, filepath.Join(root, "docs", "problems.md"))
+	delete(documented, "problem-types") // the page's title
+	openapi, err := os.ReadFile(filepath.Join(root, "internal", "api", "openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for slug := range code {
+		if !documented[slug] {
+			t.Errorf("problem type %s has no section in docs/problems.md", slug)
+		}
+		if !regexp.MustCompile(`[ :]` + slug + `[,.]`).Match(openapi) {
+			t.Errorf("problem type %s is not listed in internal/api/openapi.json", slug)
+		}
+	}
+	for slug := range documented {
+		if !code[slug] {
+			t.Errorf("docs/problems.md has a section %s that no code writes", slug)
 		}
 	}
 }
