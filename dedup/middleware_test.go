@@ -180,7 +180,8 @@ func TestMiddlewareHeartbeatAndLeaseLoss(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, rec := newStore(t, redistest.Client(t), storage.Options{})
-	m := newMiddleware(t, s, dedup.MiddlewareOptions{Lease: 150 * time.Millisecond, Heartbeat: 30 * time.Millisecond})
+	const lease = 2 * time.Second
+	m := newMiddleware(t, s, dedup.MiddlewareOptions{Lease: lease, Heartbeat: 30 * time.Millisecond})
 	k := dedup.Key{Namespace: "scan:file", ID: "long"}
 
 	started, proceed := make(chan struct{}), make(chan struct{})
@@ -195,7 +196,14 @@ func TestMiddlewareHeartbeatAndLeaseLoss(t *testing.T) {
 		})).ProcessTask(ctx, asynq.NewTask("scan:file", []byte(`{"id":"long"}`)))
 	}()
 	<-started
-	time.Sleep(400 * time.Millisecond) // well past the 150ms lease: only heartbeats keep it
+	claimed := time.Now() // the claim was made before this
+	// A heartbeat has renewed the lease once it ends later than the claim's
+	// own lease could: no sleep past a short lease, which a loaded machine's
+	// scheduling could make lapse between two heartbeats.
+	waitFor(t, func() bool {
+		r, err := s.Status(ctx, k)
+		return err == nil && r.LeaseUntil.After(claimed.Add(lease+200*time.Millisecond))
+	})
 	mustClaim(t, s, k, "", time.Minute, dedup.InProgress)
 
 	// Simulate a takeover: the record vanishes and another worker claims.
