@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stripe/stripe-go/v84/webhook"
 
 	"github.com/onceq/onceq/dedup"
@@ -184,6 +185,35 @@ func TestStandardWebhook(t *testing.T) {
 	problem(t, e.deliver(t, "svix", stdBody, stdHeader(stdID, ts, stdSig)), http.StatusUnauthorized)
 	if n := e.tasks(); n != 1 {
 		t.Fatalf("%d tasks, want 1", n)
+	}
+}
+
+// A webhook-id is whatever the sender chose: one a key cannot hold as given
+// (a space, a brace, a slash, non-ASCII) is accepted under a key derived
+// from it, the same on every resend.
+func TestStandardWebhookAnyID(t *testing.T) {
+	t.Parallel()
+	e := schemeEnv(t, "svix", api.SchemeStandard, stdSecret)
+	signer, err := standardwebhooks.NewWebhook(stdSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "msg 1/ä{x}"
+	sig, err := signer.Sign(id, e.clock(), []byte(stdBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stdHeader(id, strconv.FormatInt(e.clock().Unix(), 10), sig)
+	a := accepted(t, e.deliver(t, "svix", stdBody, h), http.StatusAccepted)
+	sum := sha256.Sum256([]byte("svix:" + id))
+	if want := "webhook:process/~k" + hex.EncodeToString(sum[:]); a.Key != want {
+		t.Fatalf("accepted %+v, want key %s", a, want)
+	}
+	if wh := e.payloadOf(t); wh.EventID != id {
+		t.Fatalf("payload event id %q, want %q", wh.EventID, id)
+	}
+	if d := accepted(t, e.deliver(t, "svix", stdBody, h), http.StatusOK); d.Decision != dedup.Duplicate || d.Key != a.Key {
+		t.Fatalf("resend: %+v, want a duplicate of %s", d, a.Key)
 	}
 }
 
