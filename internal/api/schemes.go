@@ -33,6 +33,11 @@ const (
 	SchemeStandard Scheme = "standard"
 )
 
+// DefaultGitHubReplayWindow is how long a GitHub source refuses a body it
+// accepted once under another event type, or once its job is forgotten:
+// GitHub signs no time, so only this window bounds a captured body's reuse.
+const DefaultGitHubReplayWindow = 7 * 24 * time.Hour
+
 // Signature headers of the other senders.
 const (
 	StripeSignatureHeader = "Stripe-Signature"

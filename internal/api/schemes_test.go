@@ -243,6 +243,13 @@ const ghIssues = `{"action":"opened","issue":{"url":"https://api.github.com/repo
 	`"repository":{"id":1296269,"full_name":"octocat/Hello-World","private":false},` +
 	`"sender":{"login":"octocat","id":1,"type":"User"}}`
 
+// ghKey is the job key of a GitHub delivery: the source, and the SHA-256
+// of the event type, a newline and the body.
+func ghKey(src, event, body string) string {
+	sum := sha256.Sum256([]byte(event + "\n" + body))
+	return "webhook:process/" + src + ":" + hex.EncodeToString(sum[:])
+}
+
 func TestGitHubWebhook(t *testing.T) {
 	t.Parallel()
 	e := schemeEnv(t, "github", api.SchemeGitHub, ghSecret)
@@ -257,9 +264,8 @@ func TestGitHubWebhook(t *testing.T) {
 	}
 
 	a := accepted(t, e.deliver(t, "github", ghIssues, ghHeader("issues", "72d3162e-cc78-11e3-81ab-4c9367dc0958", ghSign(ghIssues))), http.StatusAccepted)
-	sum := sha256.Sum256([]byte(ghIssues))
-	if a.Key != "webhook:process/github:"+hex.EncodeToString(sum[:]) {
-		t.Fatalf("accepted %+v, want the key from the signed body's SHA-256", a)
+	if want := ghKey("github", "issues", ghIssues); a.Key != want {
+		t.Fatalf("accepted %+v, want %s: the SHA-256 of the event type and the signed body", a, want)
 	}
 	if wh := e.payloadOf(t); wh.Type != "issues" || string(wh.Body) != ghIssues {
 		t.Fatalf("payload %+v, want the X-GitHub-Event type and the body as sent", wh)
@@ -272,6 +278,9 @@ func TestGitHubWebhook(t *testing.T) {
 			t.Fatalf("resend under %s: %+v, want a duplicate", delivery, d)
 		}
 	}
+	// Under another event type the body is refused: the source's replay
+	// window (by default a week) holds it.
+	problem(t, e.deliver(t, "github", ghIssues, ghHeader("push", "d-9", ghSign(ghIssues))), http.StatusTooManyRequests)
 	for name, h := range map[string]map[string]string{
 		"forged":         ghHeader("issues", "d-1", ghSig),
 		"sha1 only":      {"X-GitHub-Event": "issues", "X-Hub-Signature": "sha1=" + ghSign(ghIssues)[7:47]},
@@ -286,4 +295,55 @@ func TestGitHubWebhook(t *testing.T) {
 	if n := e.tasks(); n != 2 {
 		t.Fatalf("%d tasks, want 2", n)
 	}
+}
+
+// GitHub signs neither X-GitHub-Event nor a time: a body accepted once is
+// refused, 429, under another event type, and under its own once its job
+// is forgotten (done record and task gone), until the replay window ends;
+// a redelivery its job still answers is a duplicate.
+func TestGitHubReplayWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.WebhookSecrets = map[string][]string{"github": {ghSecret}, "other": {ghSecret}}
+		o.WebhookSchemes = map[string]api.Scheme{"github": api.SchemeGitHub, "other": api.SchemeGitHub}
+		c, err := tasks.NewCatalog(tasks.Windows{WebhookReplay: map[string]time.Duration{"github": time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Catalog = c
+	})
+	send := func(src, event string) reply {
+		t.Helper()
+		return e.deliver(t, src, ghIssues, ghHeader(event, "d-1", ghSign(ghIssues)))
+	}
+	refused := func(r reply) {
+		t.Helper()
+		problem(t, r, http.StatusTooManyRequests)
+		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 3600 {
+			t.Fatalf("Retry-After %q, want the window's seconds left", r.Header.Get("Retry-After"))
+		}
+	}
+	a := accepted(t, send("github", "issues"), http.StatusAccepted)
+	if d := accepted(t, send("github", "issues"), http.StatusOK); d.Decision != dedup.Duplicate {
+		t.Fatalf("redelivery: %+v, want a duplicate", d)
+	}
+	refused(send("github", "push"))
+	if n := e.tasks(); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
+	}
+	// The key forgets the job (done record expired, task gone): the window
+	// still holds the body.
+	k, err := dedup.ParseKey(a.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.insp.DeleteTask("default", k.TaskID()); err != nil {
+		t.Fatal(err)
+	}
+	refused(send("github", "issues"))
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks after the refusals, want 0", n)
+	}
+	// The window is the source's: another source's copy is its own event.
+	accepted(t, send("other", "issues"), http.StatusAccepted)
 }

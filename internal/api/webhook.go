@@ -172,10 +172,22 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		})
 }
 
+// gitHubEventID is a GitHub delivery's event id: the SHA-256 of its event
+// type and body. GitHub signs the body alone and its delivery id not at
+// all, so the unsigned type is held to the body by the key: the same body
+// under another type is another key, which the source's replay window
+// (tasks.Windows.WebhookReplay) then refuses.
+func gitHubEventID(typ string, body []byte) string {
+	m := sha256.New()
+	m.Write([]byte(typ + "\n"))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // event reads a verified webhook body, any JSON object, kept whole as the
 // payload's body. The event id comes from what the sender signed: signedID
 // (Standard Webhooks), the body's idField (onceq; "id" for Stripe), or for
-// GitHub, whose delivery id is not signed, the SHA-256 of the body. The
+// GitHub, whose delivery id is not signed, gitHubEventID. The
 // type is the body's "type" (onceq's dialect: or its "event"), or GitHub's
 // X-GitHub-Event header.
 func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tasks.Webhook, error) {
@@ -196,8 +208,8 @@ func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tas
 	}
 	switch sc {
 	case SchemeGitHub:
-		sum := sha256.Sum256(body)
-		wh.EventID, wh.Type = hex.EncodeToString(sum[:]), h.Get(GitHubEventHeader)
+		wh.Type = h.Get(GitHubEventHeader)
+		wh.EventID = gitHubEventID(wh.Type, body)
 		return wh, nil
 	case SchemeStandard:
 		wh.EventID = signedID
