@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,4 +347,67 @@ func TestGitHubReplayWindow(t *testing.T) {
 	}
 	// The window is the source's: another source's copy is its own event.
 	accepted(t, send("other", "issues"), http.StatusAccepted)
+}
+
+// An unknown source and a known one whose request is not signed by its
+// secret (no signature, a forged one, another scheme's) get the same
+// bytes: an outsider cannot list the sources or learn how each signs.
+func TestUnsignedAnswersAlike(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.WebhookSecrets = map[string][]string{source: {secret}, "stripe": {"whsec_test_stripe_0123456789"},
+			"github": {ghSecret}, "svix": {stdSecret}}
+		o.WebhookSchemes = map[string]api.Scheme{"stripe": api.SchemeStripe, "github": api.SchemeGitHub, "svix": api.SchemeStandard}
+	})
+	const body = `{"id":"evt_1","type":"user.created"}`
+	ts := strconv.FormatInt(e.clock().Unix(), 10)
+	forged := map[string]map[string]string{
+		source:   {api.SignatureHeader: testenv.Sign("not-the-secret", e.clock(), []byte(body))},
+		"stripe": stripeHeader("whsec_not_the_secret", body, e.clock()),
+		"github": ghHeader("issues", "d-1", "sha256="+strings.Repeat("0", 64)),
+		"svix":   stdHeader("msg_1", ts, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+	}
+	malformed := map[string]map[string]string{
+		source:   {api.SignatureHeader: "v1=zz"},
+		"stripe": {"Stripe-Signature": "garbage"},
+		"github": {"X-Hub-Signature-256": "sha1=abc"},
+		"svix":   stdHeader("msg_1", "yesterday", "v1,!"),
+	}
+	type answer struct {
+		status                 int
+		contentType, challenge string
+		contentLength, body    string
+	}
+	of := func(r reply) answer {
+		return answer{r.Status, r.Header.Get("Content-Type"), r.Header.Get("WWW-Authenticate"), r.Header.Get("Content-Length"), string(r.Body)}
+	}
+	want := of(e.deliver(t, "nosuch", body, nil))
+	if p := problem(t, e.deliver(t, "nosuch", body, nil), http.StatusUnauthorized); p.Type != api.ProblemType+"bad-signature" {
+		t.Fatalf("unknown source: %+v, want bad-signature", p)
+	}
+	for _, src := range []string{source, "stripe", "github", "svix"} {
+		other := "stripe"
+		if src == other {
+			other = source
+		}
+		for name, h := range map[string]map[string]string{"unsigned": nil, "forged": forged[src], "malformed": malformed[src],
+			"unknown source, signed as " + src: forged[src], "another scheme's header": forged[other]} {
+			path := src
+			if strings.HasPrefix(name, "unknown") {
+				path = "nosuch-" + src
+			}
+			if got := of(e.deliver(t, path, body, h)); got != want {
+				t.Errorf("%s %s: %+v\nwant %+v", src, name, got, want)
+			}
+		}
+	}
+	// A signature by the secret, but stale: only a holder of the secret
+	// is told why.
+	stale := map[string]string{api.SignatureHeader: testenv.Sign(secret, e.clock().Add(-time.Hour), []byte(body))}
+	if p := problem(t, e.deliver(t, source, body, stale), http.StatusUnauthorized); !strings.Contains(p.Detail, "tolerance") {
+		t.Errorf("stale: %+v, want the tolerance named", p)
+	}
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks, want none", n)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/tasks"
@@ -111,29 +113,58 @@ func verifyAny(header string, secrets []string, body []byte, now time.Time, tole
 	return first
 }
 
+// unsignedDetail answers every webhook whose signature does not verify, and
+// every one to an unknown source: the same bytes, so an outsider learns
+// neither which sources exist nor how each signs. The operator's log says
+// why.
+const unsignedDetail = "the request is not signed by a secret of this source"
+
+// unsignedChallenge is the WWW-Authenticate of that answer: it names no
+// sender's scheme.
+const unsignedChallenge = `Signature realm="onceq webhooks"`
+
+// unsigned answers 401 bad-signature, with detail when the signature was
+// verified but is stale, else unsignedDetail.
+func unsigned(w http.ResponseWriter, detail string) {
+	if detail == "" {
+		detail = unsignedDetail
+	}
+	w.Header().Set("WWW-Authenticate", unsignedChallenge)
+	problem(http.StatusUnauthorized, probBadSignature, detail).write(w)
+}
+
 // webhook serves POST /v1/webhooks/{source}: the source's scheme
 // authenticates, the job key is the source plus the event id from what the
 // sender signed, so a captured body re-sent under a new Idempotency-Key (or
 // delivery id) is still a duplicate. The Idempotency-Key is optional; it
-// only scopes replays of the response.
+// only scopes replays of the response. An unknown source, and a signature
+// that does not verify, are the one 401 (unsigned).
 func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
-	v, ok := s.sources[source]
-	if !ok {
-		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
-		return
-	}
+	v, known := s.sources[source]
+	// An unknown source's body is read as a known one's, and refused alike.
 	body, held, resp := s.readUnsigned(w, r)
 	if resp != nil {
 		resp.write(w)
 		return
 	}
 	now := s.opts.Now()
+	if !known {
+		held.refused()
+		s.opts.Log.Debug("webhook refused: unknown source", zap.String("source", source))
+		unsigned(w, "")
+		return
+	}
 	signedID, err := v.verify(r.Header, body, now, s.opts.WebhookTolerance)
 	if err != nil {
 		held.refused()
-		w.Header().Set("WWW-Authenticate", v.header()+` realm="onceq"`)
-		problem(http.StatusUnauthorized, probBadSignature, err.Error()).write(w)
+		s.opts.Log.Info("webhook refused", zap.String("source", source), zap.String("scheme", string(v.scheme)), zap.Error(err))
+		var stale staleError
+		if errors.As(err, &stale) {
+			unsigned(w, err.Error()) // only a holder of the secret gets here
+		} else {
+			unsigned(w, "")
+		}
 		return
 	}
 	held.authenticated()
