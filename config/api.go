@@ -54,6 +54,13 @@ type API struct {
 	// Default: 5m.
 	WebhookTolerance time.Duration `envconfig:"ONCEQ_WEBHOOK_TOLERANCE" default:"5m" desc:"accepted clock skew of webhook signature timestamps"`
 
+	// GitHubReplayWindow is how long a github source refuses a body it
+	// accepted once, under any event type (GitHub signs neither the type
+	// nor a time): a redelivery its done record still knows stays a
+	// duplicate; any other copy is 429. At least 1s.
+	// Default: 168h (7 days).
+	GitHubReplayWindow time.Duration `envconfig:"ONCEQ_GITHUB_REPLAY_WINDOW" default:"168h" desc:"how long a github source refuses a body it accepted once, under any event type (429 with Retry-After)"`
+
 	// MaxBodyBytes caps request bodies.
 	// Default: 1048576 (1 MiB).
 	MaxBodyBytes int64 `envconfig:"ONCEQ_MAX_BODY_BYTES" default:"1048576" desc:"largest request body, in bytes"`
@@ -122,6 +129,9 @@ func (a API) validate() error {
 	}
 	if a.WebhookTolerance <= 0 {
 		return fmt.Errorf("config: ONCEQ_WEBHOOK_TOLERANCE must be positive, got %s", a.WebhookTolerance)
+	}
+	if a.GitHubReplayWindow < time.Second {
+		return fmt.Errorf("config: ONCEQ_GITHUB_REPLAY_WINDOW must be at least 1s, got %s", a.GitHubReplayWindow)
 	}
 	if a.MaxBodyBytes < 1 {
 		return fmt.Errorf("config: ONCEQ_MAX_BODY_BYTES must be at least 1, got %d", a.MaxBodyBytes)

@@ -78,7 +78,7 @@ var allKnobs = map[string]string{
 	"ONCEQ_QUEUES": "high:5,bulk:1", "ONCEQ_STRICT_PRIORITY": "true", "ONCEQ_CONCURRENCY": "32",
 	"ONCEQ_SHUTDOWN_TIMEOUT": "40s", "ONCEQ_EMBEDDED": "never", "ONCEQ_MAXMEMORY_CHECK": "refuse", "ONCEQ_LIVENESS": "5s", "ONCEQ_OUTBOX": "on",
 	"ONCEQ_API_ADDR": "0.0.0.0:9091", "ONCEQ_API_TOKENS": "t1-0123456789abcdef,alice:t2-0123456789abcdef", "ONCEQ_WEBHOOK_SECRETS": "acme:acs,github:ghs,stripe:sts,stripe:sts2",
-	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_WEBHOOK_BODY_BUDGET": "4096", "ONCEQ_WEBHOOK_PEER_BUDGET": "3072",
+	"ONCEQ_WEBHOOK_TOLERANCE": "2m", "ONCEQ_GITHUB_REPLAY_WINDOW": "72h", "ONCEQ_MAX_BODY_BYTES": "2048", "ONCEQ_WEBHOOK_BODY_BUDGET": "4096", "ONCEQ_WEBHOOK_PEER_BUDGET": "3072",
 	"ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT": "3s", "ONCEQ_WEBHOOK_BODY_TIMEOUT": "7s", "ONCEQ_REPLAY_TTL": "6h",
 	"ONCEQ_POSTGRES_URL": "postgres://app:pgpw@db.example/app", "ONCEQ_POSTGRES_MAX_CONNS": "40",
 	"ONCEQ_POSTGRES_LEDGER": "false", "ONCEQ_POSTGRES_RETENTION": "1000h",
@@ -116,7 +116,7 @@ func TestEveryKnobParses(t *testing.T) {
 		Tokens: []string{"t1-0123456789abcdef", "alice:t2-0123456789abcdef"}, WebhookSecrets: WebhookSecrets{"acme": {"acs"}, "github": {"ghs"}, "stripe": {"sts", "sts2"}},
 		WebhookSchemes:   map[string]string{"github": SchemeGitHub, "stripe": SchemeStripe},
 		WebhookIDFields:  map[string]string{"acme": "event_id"},
-		WebhookTolerance: 2 * time.Minute, MaxBodyBytes: 2048, WebhookBodyBudget: 4096, ReplayTTL: 6 * time.Hour,
+		WebhookTolerance: 2 * time.Minute, GitHubReplayWindow: 72 * time.Hour, MaxBodyBytes: 2048, WebhookBodyBudget: 4096, ReplayTTL: 6 * time.Hour,
 		WebhookPeerBudget: 3072, WebhookFirstByteTimeout: 3 * time.Second, WebhookBodyTimeout: 7 * time.Second}
 
 	w, err := LoadWorkerFrom(Environ())

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Webhook signature schemes, the values of ONCEQ_WEBHOOK_SCHEMES.
@@ -31,6 +32,18 @@ func (a API) WebhookScheme(source string) string {
 		return sc
 	}
 	return SchemeOnceq
+}
+
+// WebhookReplay is the replay window of each github source
+// (tasks.Windows.WebhookReplay).
+func (a API) WebhookReplay() map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for src, sc := range a.WebhookSchemes {
+		if sc == SchemeGitHub {
+			m[src] = a.GitHubReplayWindow
+		}
+	}
+	return m
 }
 
 func (a API) validateSchemes() error {

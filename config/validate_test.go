@@ -1,9 +1,11 @@
 package config
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidation(t *testing.T) {
@@ -188,6 +190,8 @@ func TestAPIValidation(t *testing.T) {
 		{"ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT", "0s"},
 		{"ONCEQ_WEBHOOK_BODY_TIMEOUT", "-1s"},
 		{"ONCEQ_REPLAY_TTL", "100ms"},
+		{"ONCEQ_GITHUB_REPLAY_WINDOW", "500ms"},
+		{"ONCEQ_GITHUB_REPLAY_WINDOW", "7d"},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
 			setEnv(t, map[string]string{tc.key: tc.value})
@@ -198,6 +202,28 @@ func TestAPIValidation(t *testing.T) {
 	setEnv(t, map[string]string{"ONCEQ_WEBHOOK_PEER_BUDGET": "1048576"})
 	if _, err := LoadAPI(); err != nil {
 		t.Errorf("a peer budget of ONCEQ_MAX_BODY_BYTES: %v", err)
+	}
+}
+
+// Each github source, and only those, gets the replay window: 7 days
+// unless ONCEQ_GITHUB_REPLAY_WINDOW says otherwise.
+func TestGitHubReplayWindow(t *testing.T) {
+	env := map[string]string{"ONCEQ_WEBHOOK_SECRETS": "gh:s1,gh2:s2,acme:s3", "ONCEQ_WEBHOOK_SCHEMES": "gh:github,gh2:github"}
+	setEnv(t, env)
+	a, err := LoadAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	week := 7 * 24 * time.Hour
+	if got, want := a.WebhookReplay(), map[string]time.Duration{"gh": week, "gh2": week}; !maps.Equal(got, want) {
+		t.Errorf("default: WebhookReplay() = %v, want %v", got, want)
+	}
+	t.Setenv("ONCEQ_GITHUB_REPLAY_WINDOW", "36h")
+	if a, err = LoadAPI(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.WebhookReplay(), map[string]time.Duration{"gh": 36 * time.Hour, "gh2": 36 * time.Hour}; !maps.Equal(got, want) {
+		t.Errorf("36h: WebhookReplay() = %v, want %v", got, want)
 	}
 }
 

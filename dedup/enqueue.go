@@ -74,7 +74,8 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
 	for _, r := range g.rules {
-		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window, Repeats: r.Repeats})
+		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window,
+			Repeats: r.Repeats, OutlastsKey: r.OutlastsKey})
 	}
 	return a, nil
 }

@@ -317,3 +317,64 @@ func TestCompletedTaskKeptOnlyWhereNeeded(t *testing.T) {
 		}
 	}
 }
+
+// A rule that outlasts its job's key (Rule.OutlastsKey) leaves a repeat of
+// its holder to the key while the key knows the job, and throttles it once
+// the key has forgotten it; without the flag the repeat starts the job
+// again. In the insert's step, and where the windows are reserved apart (a
+// Store other than a RedisStore on the Producer's client).
+func TestRuleOutlastsKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	memory, err := oncetest.NewStore(storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type delivery struct {
+		ID   string `json:"id"`
+		Body string `json:"body"`
+	}
+	for _, c := range []struct {
+		name  string
+		store storage.Store
+	}{{"folded", nil}, {"reserved apart", memory}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rdb := redistest.Client(t)
+			p := oncetest.NewProducer(t, rdb, c.store, dedup.ProducerOptions{})
+			insp := asynq.NewInspectorFromRedisClient(rdb)
+			t.Cleanup(func() { insp.Close() })
+			kind := func(typ string, outlasts bool) *dedup.Typed[delivery] {
+				return dedup.Define(dedup.Spec[delivery]{Type: typ, ID: func(d delivery) string { return d.ID },
+					Rules: func(d delivery) ([]*dedup.Rule, error) {
+						k, _ := dedup.NewKey(typ+":replay", d.Body)
+						return []*dedup.Rule{{Key: k, Window: time.Hour, OutlastsKey: outlasts}}, nil
+					}})
+			}
+			enqueue := func(j dedup.Job, want dedup.Decision) {
+				t.Helper()
+				if out, err := p.Enqueue(ctx, j); err != nil || out.Decision != want {
+					t.Fatalf("%s: %+v %v; want %s", j.Key, out, err, want)
+				}
+			}
+			forget := func(j dedup.Job) {
+				t.Helper()
+				if err := insp.DeleteTask(j.Queue, j.Key.TaskID()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			replay, plain := kind("outlast:replay", true), kind("outlast:plain", false)
+			a := replay.Job(delivery{ID: "a", Body: "b1"})
+			enqueue(a, dedup.Enqueued)
+			enqueue(a, dedup.Duplicate)                                             // the key answers
+			enqueue(replay.Job(delivery{ID: "other", Body: "b1"}), dedup.Throttled) // another holder
+			forget(a)
+			enqueue(a, dedup.Throttled) // the key forgot it; the window did not
+
+			b := plain.Job(delivery{ID: "a", Body: "b1"})
+			enqueue(b, dedup.Enqueued)
+			forget(b)
+			enqueue(b, dedup.Enqueued) // without the flag: the job again
+		})
+	}
+}

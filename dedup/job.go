@@ -21,6 +21,14 @@ type Rule struct {
 	// identical scan within the scan window). Otherwise it falls through to
 	// the job's own key: duplicate or conflict.
 	Repeats bool
+	// OutlastsKey: the window is longer than the job's key remembers the
+	// job (a replay window of days, past the done record). A repeat of its
+	// holder falls through to the key while the key still answers it
+	// (duplicate, conflict, a failed job's next incarnation) and is
+	// throttled once the key has forgotten it: no done record, and no task
+	// or only a completed one. Without it such a repeat starts the job
+	// again. Ignored with Repeats.
+	OutlastsKey bool
 	// Global: the rule binds every caller, not just the scope the job was
 	// built for (Catalog.Build). Default: false, a caller's rules are its own.
 	Global bool

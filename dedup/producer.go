@@ -179,7 +179,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 			taken = append(taken, r)
 			continue
 		}
-		if res.Holder == holder && !r.Repeats {
+		if res.Holder == holder && !r.Repeats && (!r.OutlastsKey || p.remembers(ctx, j)) {
 			continue // a repeat of the same key falls through to the task id check
 		}
 		giveBack()
@@ -227,6 +227,20 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 	}
 	p.observe(ctx, j, out)
 	return out, nil
+}
+
+// remembers says whether j's key still answers a repeat of j (Rule.OutlastsKey):
+// a done record, or a task in a state other than completed. The guarded
+// insert decides it in its own step; this is the read for the other paths.
+func (p *Producer) remembers(ctx context.Context, j Job) bool {
+	if j.Unique <= 0 {
+		return false
+	}
+	if rec, err := p.store.Status(ctx, j.Key); err == nil && rec.State == StatusDone {
+		return true
+	}
+	info, err := p.insp.GetTaskInfo(j.Queue, j.Key.TaskID())
+	return err == nil && info.State != asynq.TaskStateCompleted
 }
 
 // insert is one try at putting j's task into asynq.

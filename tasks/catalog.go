@@ -25,7 +25,7 @@ func newKinds(w Windows) *kinds {
 	w = w.withDefaults()
 	k := &kinds{emails: define(w, emailSpec(w)), sms: define(w, smsSpec(w)), scans: define(w, scanSpec(w)),
 		payments: define(w, paymentSpec(w)), orders: define(w, orderSpec(w))}
-	k.webhooks = define(w, webhookSpec(k.emails))
+	k.webhooks = define(w, webhookSpec(k.emails, w.WebhookReplay))
 	return k
 }
 

@@ -3,10 +3,13 @@ package tasks
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"go.uber.org/zap"
@@ -73,10 +76,9 @@ func (wh Webhook) checkEnvelope() error {
 	case len(wh.Body) > 0 && (!json.Valid(wh.Body) || bytes.TrimLeft(wh.Body, " \t\r\n")[0] != '{'):
 		return fail("body is not a JSON object")
 	}
-	// The event id ends up in keys (ours and the routed jobs'): check it now.
-	if _, err := dedup.NewKey(TypeWebhook, wh.webhookID()); err != nil {
-		return fail("event_id: %v", err)
-	}
+	// Any other event id is the sender's to choose (Standard Webhooks
+	// allows any webhook-id): HashID maps one a key cannot hold as given to
+	// "~k" and its SHA-256, here and in the routed jobs' keys.
 	return nil
 }
 
@@ -117,7 +119,7 @@ func (wh Webhook) webhookID() string { return wh.Source + ":" + wh.EventID }
 // it routes that cannot make its follow-up job; both run route. The key is the source plus
 // the sender's event id, both from the signed body: a redelivery is a
 // duplicate whatever its Idempotency-Key, and two senders never collide.
-func webhookSpec(emails *dedup.Typed[Email]) dedup.Spec[Webhook] {
+func webhookSpec(emails *dedup.Typed[Email], replay map[string]time.Duration) dedup.Spec[Webhook] {
 	return dedup.Spec[Webhook]{
 		// Key: source:event_id, the event id from the signed body (attempt, received_at left out).
 		Type:        TypeWebhook,
@@ -134,8 +136,30 @@ func webhookSpec(emails *dedup.Typed[Email]) dedup.Spec[Webhook] {
 			_, _, _, err := wh.route(emails)
 			return err
 		},
+		Rules: func(wh Webhook) ([]*dedup.Rule, error) {
+			if r := wh.replayRule(replay[wh.Source]); r != nil {
+				return []*dedup.Rule{r}, nil
+			}
+			return nil, nil
+		},
 		WriteResult: true, // what the event was routed to, on the dashboard
 	}
+}
+
+// replayRule holds a sender's body for window from its first acceptance:
+// the same body under another event id (another type where the id covers
+// it) is throttled, and so is the same event once its key has forgotten it
+// (OutlastsKey), while a redelivery the key still knows is its duplicate.
+// None without a window or a body. The body is hashed compacted, as the
+// payload carries it, so every copy of what the sender signed agrees.
+func (wh Webhook) replayRule(window time.Duration) *dedup.Rule {
+	var body bytes.Buffer
+	if window <= 0 || json.Compact(&body, wh.Body) != nil || body.Len() == 0 {
+		return nil
+	}
+	sum := sha256.Sum256(body.Bytes())
+	return &dedup.Rule{Key: dedup.Key{Namespace: "webhook:replay", ID: wh.Source + ":" + hex.EncodeToString(sum[:])},
+		Window: window, OutlastsKey: true}
 }
 
 func webhookHandler(d Deps) asynq.Handler {

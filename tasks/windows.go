@@ -23,6 +23,12 @@ type Windows struct {
 	// file_id in any mode, for this long from first acceptance; it is also
 	// the scan's unique window and done TTL. Default: 30s.
 	FileScan time.Duration
+	// WebhookReplay refuses, per webhook source, a body accepted once from
+	// being accepted again under another event id, for this long from its
+	// first acceptance (Webhook.replayRule). For senders that sign neither
+	// the event type nor a time (GitHub): the daemon fills it for theirs.
+	// Default: none.
+	WebhookReplay map[string]time.Duration
 	// OnRepeat overrides task types' repeat policies (ONCEQ_ON_REPEAT).
 	OnRepeat map[string]dedup.Repeat
 	// Shards spreads every type's queue over this many asynq queues
@@ -65,6 +71,11 @@ func (w Windows) validate() error {
 		"PaymentRate": w.PaymentRate, "FileScan": w.FileScan} {
 		if d < time.Millisecond {
 			return fmt.Errorf("tasks: window %s %v is below 1ms", name, d)
+		}
+	}
+	for src, d := range w.WebhookReplay {
+		if d < time.Millisecond {
+			return fmt.Errorf("tasks: webhook replay window of %s %v is below 1ms", src, d)
 		}
 	}
 	if w.Shards < 0 {

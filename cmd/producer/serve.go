@@ -59,7 +59,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	}
 	defer d.Shutdown(shutdownTimeout) // on early returns; a no-op after the drain below
 	rdb, metrics := d.Redis, d.Metrics
-	catalog, err := daemon.Catalog(cfg.Dedup)
+	catalog, err := daemon.APICatalog(cfg)
 	if err != nil {
 		return err
 	}

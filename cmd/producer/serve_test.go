@@ -26,7 +26,7 @@ func TestServeHelp(t *testing.T) {
 	if err := serve(t.Context(), []string{"--help"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"ONCEQ_API_ADDR", "ONCEQ_API_TOKENS", "ONCEQ_WEBHOOK_SECRETS", "ONCEQ_WEBHOOK_TOLERANCE",
+	for _, v := range []string{"ONCEQ_API_ADDR", "ONCEQ_API_TOKENS", "ONCEQ_WEBHOOK_SECRETS", "ONCEQ_WEBHOOK_TOLERANCE", "ONCEQ_GITHUB_REPLAY_WINDOW",
 		"ONCEQ_MAX_BODY_BYTES", "ONCEQ_WEBHOOK_BODY_BUDGET", "ONCEQ_REPLAY_TTL", "ONCEQ_REDIS_URL"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("--help does not list %s", v)

@@ -64,15 +64,17 @@ func (e *Enqueuer) Enqueue(_ context.Context, j dedup.Job, opts ...asynq.Option)
 	now := e.now()
 	holder := j.Key.String()
 	out := dedup.Outcome{Key: holder, Queue: j.Queue, TaskID: j.Key.TaskID(), Incarnation: 1}
+	a, known := e.jobs[j.Key]
+	known = known && now.Before(a.until)
 	for _, r := range j.Rules {
-		if w, ok := e.windows[r.Key]; ok && now.Before(w.until) && (w.holder != holder || r.Repeats) {
+		if w, ok := e.windows[r.Key]; ok && now.Before(w.until) && (w.holder != holder || r.Repeats || (r.OutlastsKey && !known)) {
 			out.Decision, out.State, out.TaskID, out.Incarnation = dedup.Throttled, dedup.StatusUnknown, "", 0
 			out.RetryAfter = w.until.Sub(now)
 			out.Reason = r.Key.String() + " is inside its " + r.Window.String() + " window"
 			return out, nil
 		}
 	}
-	if a, ok := e.jobs[j.Key]; ok && now.Before(a.until) {
+	if known {
 		out.Decision, out.State, out.Queue = dedup.Duplicate, a.state, a.job.Queue
 		if a.job.Fingerprint != j.Fingerprint {
 			out.Decision, out.State = dedup.Conflict, dedup.StatusUnknown

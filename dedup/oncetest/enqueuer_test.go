@@ -65,3 +65,27 @@ func TestEnqueuerAnswersAsTheProducer(t *testing.T) {
 	oncetest.RequireEnqueued(t, fake, kind.Job(transfer{ID: "t-3", Account: "b", Amount: 5}))
 	oncetest.RequireNotEnqueued(t, fake, kind.Job(transfer{ID: "t-2"}).Key)
 }
+
+// A rule that outlasts its key (Rule.OutlastsKey) throttles a repeat of its
+// holder once the key's unique window is over, as the Producer does once
+// the key has forgotten the job.
+func TestEnqueuerRuleOutlastsKey(t *testing.T) {
+	t.Parallel()
+	kind := dedup.Define(dedup.Spec[transfer]{Type: "delivery:take", ID: func(x transfer) string { return x.ID },
+		Unique: time.Minute, Rules: func(x transfer) ([]*dedup.Rule, error) {
+			k, err := dedup.NewKey("delivery:replay", x.Account)
+			return []*dedup.Rule{{Key: k, Window: time.Hour, OutlastsKey: true}}, err
+		}})
+	clock := oncetest.NewClock(time.Unix(1_700_000_000, 0))
+	fake := oncetest.NewEnqueuer(clock.Now)
+	j := kind.Job(transfer{ID: "d-1", Account: "body"})
+	for _, want := range []dedup.Decision{dedup.Enqueued, dedup.Duplicate} {
+		if out, err := fake.Enqueue(context.Background(), j); err != nil || out.Decision != want {
+			t.Fatalf("%+v %v; want %s", out, err, want)
+		}
+	}
+	clock.Advance(2 * time.Minute)
+	if out, err := fake.Enqueue(context.Background(), j); err != nil || out.Decision != dedup.Throttled {
+		t.Fatalf("after the unique window: %+v %v; want throttled", out, err)
+	}
+}

@@ -27,8 +27,10 @@ type Options struct {
 	// job status reads. Its DoneTTL is how long a response is replayed, so
 	// give the API a store of its own. Required.
 	Store storage.Store
-	// Catalog builds every job: routes, key rules, windows. Default: the
-	// built-in task types under the default windows.
+	// Catalog builds every job: routes, key rules, windows; give each
+	// SchemeGitHub source a replay window (tasks.Windows.WebhookReplay).
+	// Default: the built-in task types under the default windows, each
+	// GitHub source's replay window DefaultGitHubReplayWindow.
 	Catalog *tasks.Catalog
 	// Redis is the Producer's Redis; it keeps who enqueued each job, so
 	// GET /v1/jobs shows a job only to its owner. Required.
@@ -151,7 +153,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.Requests = noRequests{}
 	}
 	if o.Catalog == nil {
-		c, err := tasks.NewCatalog(tasks.Windows{})
+		replay := map[string]time.Duration{}
+		for src, sc := range o.WebhookSchemes {
+			if sc == SchemeGitHub {
+				replay[src] = DefaultGitHubReplayWindow
+			}
+		}
+		c, err := tasks.NewCatalog(tasks.Windows{WebhookReplay: replay})
 		if err != nil {
 			return o, err
 		}

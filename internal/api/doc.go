@@ -34,7 +34,10 @@
 // (while a sender rotates); one match is enough. A timestamp further than the tolerance from the
 // server's clock is refused, so a captured request cannot be replayed later.
 // A missing, malformed, forged or stale signature is a 401 and nothing is
-// enqueued; an unknown source is a 404. With openssl:
+// enqueued; an unknown source gets the same 401, byte for byte, so an
+// outsider can list neither the sources nor their senders (the log says
+// which it was; only a stale signature, which takes the secret to make,
+// is told as such). With openssl:
 //
 //	t=$(date +%s)
 //	sig=$(printf '%s.%s' "$t" "$body" | openssl dgst -sha256 -hmac "$secret" -r | cut -d' ' -f1)

@@ -180,7 +180,7 @@ func TestOpenAPI(t *testing.T) {
 	check(req{path: "/v1/webhooks/" + source, body: seed, header: h}, http.StatusOK)
 	h[api.SignatureHeader] = "t=1,v1=00"
 	check(req{path: "/v1/webhooks/" + source, body: seed, header: h}, http.StatusUnauthorized)
-	check(req{path: "/v1/webhooks/nobody", body: seed, header: signed(seed)}, http.StatusNotFound)
+	check(req{path: "/v1/webhooks/nobody", body: seed, header: signed(seed)}, http.StatusUnauthorized)
 	check(req{path: "/v1/webhooks/" + source, body: `{"id":"evt_x","type":"user.created","data":{"email":7}}`,
 		header: signed(`{"id":"evt_x","type":"user.created","data":{"email":7}}`)}, http.StatusBadRequest)
 }

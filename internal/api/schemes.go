@@ -33,6 +33,11 @@ const (
 	SchemeStandard Scheme = "standard"
 )
 
+// DefaultGitHubReplayWindow is how long a GitHub source refuses a body it
+// accepted once under another event type, or once its job is forgotten:
+// GitHub signs no time, so only this window bounds a captured body's reuse.
+const DefaultGitHubReplayWindow = 7 * 24 * time.Hour
+
 // Signature headers of the other senders.
 const (
 	StripeSignatureHeader = "Stripe-Signature"
@@ -67,19 +72,6 @@ func newSourceVerifier(sc Scheme, secrets []string) (sourceVerifier, error) {
 		return v, fmt.Errorf("unknown scheme %q", sc)
 	}
 	return v, nil
-}
-
-// header names the signature header, for errors and WWW-Authenticate.
-func (v sourceVerifier) header() string {
-	switch v.scheme {
-	case SchemeStripe:
-		return StripeSignatureHeader
-	case SchemeGitHub:
-		return GitHubSignatureHeader
-	case SchemeStandard:
-		return standardwebhooks.HeaderWebhookSignature
-	}
-	return SignatureHeader
 }
 
 // verify authenticates a delivery. Every secret is tried, so the time taken
@@ -169,10 +161,19 @@ func (v sourceVerifier) verifyStandard(h http.Header, body []byte, now time.Time
 	return id, nil
 }
 
+// staleError is a signature that matched at a time outside the tolerance:
+// the one refusal whose reason the sender is told, as only a holder of the
+// secret can produce it.
+type staleError struct{ tolerance time.Duration }
+
+func (e staleError) Error() string {
+	return "signature timestamp is outside the tolerance of " + e.tolerance.String() + ": check the sender's clock"
+}
+
 // checkTimestamp refuses a signed time further than tolerance from now.
 func checkTimestamp(ts int64, now time.Time, tolerance time.Duration) error {
 	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
-		return errors.New("signature timestamp is outside the tolerance of " + tolerance.String() + ": check the sender's clock")
+		return staleError{tolerance}
 	}
 	return nil
 }

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stripe/stripe-go/v84/webhook"
 
 	"github.com/onceq/onceq/dedup"
@@ -187,6 +189,35 @@ func TestStandardWebhook(t *testing.T) {
 	}
 }
 
+// A webhook-id is whatever the sender chose: one a key cannot hold as given
+// (a space, a brace, a slash, non-ASCII) is accepted under a key derived
+// from it, the same on every resend.
+func TestStandardWebhookAnyID(t *testing.T) {
+	t.Parallel()
+	e := schemeEnv(t, "svix", api.SchemeStandard, stdSecret)
+	signer, err := standardwebhooks.NewWebhook(stdSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "msg 1/ä{x}"
+	sig, err := signer.Sign(id, e.clock(), []byte(stdBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stdHeader(id, strconv.FormatInt(e.clock().Unix(), 10), sig)
+	a := accepted(t, e.deliver(t, "svix", stdBody, h), http.StatusAccepted)
+	sum := sha256.Sum256([]byte("svix:" + id))
+	if want := "webhook:process/~k" + hex.EncodeToString(sum[:]); a.Key != want {
+		t.Fatalf("accepted %+v, want key %s", a, want)
+	}
+	if wh := e.payloadOf(t); wh.EventID != id {
+		t.Fatalf("payload event id %q, want %q", wh.EventID, id)
+	}
+	if d := accepted(t, e.deliver(t, "svix", stdBody, h), http.StatusOK); d.Decision != dedup.Duplicate || d.Key != a.Key {
+		t.Fatalf("resend: %+v, want a duplicate of %s", d, a.Key)
+	}
+}
+
 // GitHub's documented example of X-Hub-Signature-256.
 const (
 	ghSecret = "It's a Secret to Everybody"
@@ -213,6 +244,13 @@ const ghIssues = `{"action":"opened","issue":{"url":"https://api.github.com/repo
 	`"repository":{"id":1296269,"full_name":"octocat/Hello-World","private":false},` +
 	`"sender":{"login":"octocat","id":1,"type":"User"}}`
 
+// ghKey is the job key of a GitHub delivery: the source, and the SHA-256
+// of the event type, a newline and the body.
+func ghKey(src, event, body string) string {
+	sum := sha256.Sum256([]byte(event + "\n" + body))
+	return "webhook:process/" + src + ":" + hex.EncodeToString(sum[:])
+}
+
 func TestGitHubWebhook(t *testing.T) {
 	t.Parallel()
 	e := schemeEnv(t, "github", api.SchemeGitHub, ghSecret)
@@ -227,9 +265,8 @@ func TestGitHubWebhook(t *testing.T) {
 	}
 
 	a := accepted(t, e.deliver(t, "github", ghIssues, ghHeader("issues", "72d3162e-cc78-11e3-81ab-4c9367dc0958", ghSign(ghIssues))), http.StatusAccepted)
-	sum := sha256.Sum256([]byte(ghIssues))
-	if a.Key != "webhook:process/github:"+hex.EncodeToString(sum[:]) {
-		t.Fatalf("accepted %+v, want the key from the signed body's SHA-256", a)
+	if want := ghKey("github", "issues", ghIssues); a.Key != want {
+		t.Fatalf("accepted %+v, want %s: the SHA-256 of the event type and the signed body", a, want)
 	}
 	if wh := e.payloadOf(t); wh.Type != "issues" || string(wh.Body) != ghIssues {
 		t.Fatalf("payload %+v, want the X-GitHub-Event type and the body as sent", wh)
@@ -242,6 +279,9 @@ func TestGitHubWebhook(t *testing.T) {
 			t.Fatalf("resend under %s: %+v, want a duplicate", delivery, d)
 		}
 	}
+	// Under another event type the body is refused: the source's replay
+	// window (by default a week) holds it.
+	problem(t, e.deliver(t, "github", ghIssues, ghHeader("push", "d-9", ghSign(ghIssues))), http.StatusTooManyRequests)
 	for name, h := range map[string]map[string]string{
 		"forged":         ghHeader("issues", "d-1", ghSig),
 		"sha1 only":      {"X-GitHub-Event": "issues", "X-Hub-Signature": "sha1=" + ghSign(ghIssues)[7:47]},
@@ -255,5 +295,119 @@ func TestGitHubWebhook(t *testing.T) {
 	accepted(t, e.deliver(t, "github", ping, ghHeader("ping", "d-3", ghSign(ping))), http.StatusAccepted)
 	if n := e.tasks(); n != 2 {
 		t.Fatalf("%d tasks, want 2", n)
+	}
+}
+
+// GitHub signs neither X-GitHub-Event nor a time: a body accepted once is
+// refused, 429, under another event type, and under its own once its job
+// is forgotten (done record and task gone), until the replay window ends;
+// a redelivery its job still answers is a duplicate.
+func TestGitHubReplayWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.WebhookSecrets = map[string][]string{"github": {ghSecret}, "other": {ghSecret}}
+		o.WebhookSchemes = map[string]api.Scheme{"github": api.SchemeGitHub, "other": api.SchemeGitHub}
+		c, err := tasks.NewCatalog(tasks.Windows{WebhookReplay: map[string]time.Duration{"github": time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Catalog = c
+	})
+	send := func(src, event string) reply {
+		t.Helper()
+		return e.deliver(t, src, ghIssues, ghHeader(event, "d-1", ghSign(ghIssues)))
+	}
+	refused := func(r reply) {
+		t.Helper()
+		problem(t, r, http.StatusTooManyRequests)
+		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 3600 {
+			t.Fatalf("Retry-After %q, want the window's seconds left", r.Header.Get("Retry-After"))
+		}
+	}
+	a := accepted(t, send("github", "issues"), http.StatusAccepted)
+	if d := accepted(t, send("github", "issues"), http.StatusOK); d.Decision != dedup.Duplicate {
+		t.Fatalf("redelivery: %+v, want a duplicate", d)
+	}
+	refused(send("github", "push"))
+	if n := e.tasks(); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
+	}
+	// The key forgets the job (done record expired, task gone): the window
+	// still holds the body.
+	k, err := dedup.ParseKey(a.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.insp.DeleteTask("default", k.TaskID()); err != nil {
+		t.Fatal(err)
+	}
+	refused(send("github", "issues"))
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks after the refusals, want 0", n)
+	}
+	// The window is the source's: another source's copy is its own event.
+	accepted(t, send("other", "issues"), http.StatusAccepted)
+}
+
+// An unknown source and a known one whose request is not signed by its
+// secret (no signature, a forged one, another scheme's) get the same
+// bytes: an outsider cannot list the sources or learn how each signs.
+func TestUnsignedAnswersAlike(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) {
+		o.WebhookSecrets = map[string][]string{source: {secret}, "stripe": {"whsec_test_stripe_0123456789"},
+			"github": {ghSecret}, "svix": {stdSecret}}
+		o.WebhookSchemes = map[string]api.Scheme{"stripe": api.SchemeStripe, "github": api.SchemeGitHub, "svix": api.SchemeStandard}
+	})
+	const body = `{"id":"evt_1","type":"user.created"}`
+	ts := strconv.FormatInt(e.clock().Unix(), 10)
+	forged := map[string]map[string]string{
+		source:   {api.SignatureHeader: testenv.Sign("not-the-secret", e.clock(), []byte(body))},
+		"stripe": stripeHeader("whsec_not_the_secret", body, e.clock()),
+		"github": ghHeader("issues", "d-1", "sha256="+strings.Repeat("0", 64)),
+		"svix":   stdHeader("msg_1", ts, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+	}
+	malformed := map[string]map[string]string{
+		source:   {api.SignatureHeader: "v1=zz"},
+		"stripe": {"Stripe-Signature": "garbage"},
+		"github": {"X-Hub-Signature-256": "sha1=abc"},
+		"svix":   stdHeader("msg_1", "yesterday", "v1,!"),
+	}
+	type answer struct {
+		status                 int
+		contentType, challenge string
+		contentLength, body    string
+	}
+	of := func(r reply) answer {
+		return answer{r.Status, r.Header.Get("Content-Type"), r.Header.Get("WWW-Authenticate"), r.Header.Get("Content-Length"), string(r.Body)}
+	}
+	want := of(e.deliver(t, "nosuch", body, nil))
+	if p := problem(t, e.deliver(t, "nosuch", body, nil), http.StatusUnauthorized); p.Type != api.ProblemType+"bad-signature" {
+		t.Fatalf("unknown source: %+v, want bad-signature", p)
+	}
+	for _, src := range []string{source, "stripe", "github", "svix"} {
+		other := "stripe"
+		if src == other {
+			other = source
+		}
+		for name, h := range map[string]map[string]string{"unsigned": nil, "forged": forged[src], "malformed": malformed[src],
+			"unknown source, signed as " + src: forged[src], "another scheme's header": forged[other]} {
+			path := src
+			if strings.HasPrefix(name, "unknown") {
+				path = "nosuch-" + src
+			}
+			if got := of(e.deliver(t, path, body, h)); got != want {
+				t.Errorf("%s %s: %+v\nwant %+v", src, name, got, want)
+			}
+		}
+	}
+	// A signature by the secret, but stale: only a holder of the secret
+	// is told why.
+	stale := map[string]string{api.SignatureHeader: testenv.Sign(secret, e.clock().Add(-time.Hour), []byte(body))}
+	if p := problem(t, e.deliver(t, source, body, stale), http.StatusUnauthorized); !strings.Contains(p.Detail, "tolerance") {
+		t.Errorf("stale: %+v, want the tolerance named", p)
+	}
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks, want none", n)
 	}
 }

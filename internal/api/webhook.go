@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/internal/strictjson"
 	"github.com/onceq/onceq/tasks"
@@ -111,28 +113,57 @@ func verifyAny(header string, secrets []string, body []byte, now time.Time, tole
 	return first
 }
 
+// unsignedDetail answers every webhook whose signature does not verify, and
+// every one to an unknown source: the same bytes, so an outsider learns
+// neither which sources exist nor how each signs. The operator's log says
+// why.
+const unsignedDetail = "the request is not signed by a secret of this source"
+
+// unsignedChallenge is the WWW-Authenticate of that answer: it names no
+// sender's scheme.
+const unsignedChallenge = `Signature realm="onceq webhooks"`
+
+// unsigned answers 401 bad-signature, with detail when the signature was
+// verified but is stale, else unsignedDetail.
+func unsigned(w http.ResponseWriter, detail string) {
+	if detail == "" {
+		detail = unsignedDetail
+	}
+	w.Header().Set("WWW-Authenticate", unsignedChallenge)
+	problem(http.StatusUnauthorized, probBadSignature, detail).write(w)
+}
+
 // webhook serves POST /v1/webhooks/{source}: the source's scheme
 // authenticates, the job key is the source plus the event id from what the
 // sender signed, so a captured body re-sent under a new Idempotency-Key (or
 // delivery id) is still a duplicate. The Idempotency-Key is optional; it
-// only scopes replays of the response.
+// only scopes replays of the response. An unknown source, and a signature
+// that does not verify, are the one 401 (unsigned).
 func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
-	v, ok := s.sources[source]
-	if !ok {
-		problem(http.StatusNotFound, probNotFound, "no webhook source "+strconv.Quote(source)).write(w)
-		return
-	}
+	v, known := s.sources[source]
+	// An unknown source's body is read as a known one's, and refused alike.
 	body, held, ok := s.readUnsigned(w, r)
 	if !ok {
 		return
 	}
 	now := s.opts.Now()
+	if !known {
+		held.refused()
+		s.opts.Log.Debug("webhook refused: unknown source", zap.String("source", source))
+		unsigned(w, "")
+		return
+	}
 	signedID, err := v.verify(r.Header, body, now, s.opts.WebhookTolerance)
 	if err != nil {
 		held.refused()
-		w.Header().Set("WWW-Authenticate", v.header()+` realm="onceq"`)
-		problem(http.StatusUnauthorized, probBadSignature, err.Error()).write(w)
+		s.opts.Log.Info("webhook refused", zap.String("source", source), zap.String("scheme", string(v.scheme)), zap.Error(err))
+		var stale staleError
+		if errors.As(err, &stale) {
+			unsigned(w, err.Error()) // only a holder of the secret gets here
+		} else {
+			unsigned(w, "")
+		}
 		return
 	}
 	held.authenticated()
@@ -171,10 +202,22 @@ func (s *server) webhook(w http.ResponseWriter, r *http.Request) {
 		})
 }
 
+// gitHubEventID is a GitHub delivery's event id: the SHA-256 of its event
+// type and body. GitHub signs the body alone and its delivery id not at
+// all, so the unsigned type is held to the body by the key: the same body
+// under another type is another key, which the source's replay window
+// (tasks.Windows.WebhookReplay) then refuses.
+func gitHubEventID(typ string, body []byte) string {
+	m := sha256.New()
+	m.Write([]byte(typ + "\n"))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // event reads a verified webhook body, any JSON object, kept whole as the
 // payload's body. The event id comes from what the sender signed: signedID
 // (Standard Webhooks), the body's idField (onceq; "id" for Stripe), or for
-// GitHub, whose delivery id is not signed, the SHA-256 of the body. The
+// GitHub, whose delivery id is not signed, gitHubEventID. The
 // type is the body's "type" (onceq's dialect: or its "event"), or GitHub's
 // X-GitHub-Event header.
 func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tasks.Webhook, error) {
@@ -195,8 +238,8 @@ func event(sc Scheme, body []byte, h http.Header, idField, signedID string) (tas
 	}
 	switch sc {
 	case SchemeGitHub:
-		sum := sha256.Sum256(body)
-		wh.EventID, wh.Type = hex.EncodeToString(sum[:]), h.Get(GitHubEventHeader)
+		wh.Type = h.Get(GitHubEventHeader)
+		wh.EventID = gitHubEventID(wh.Type, body)
 		return wh, nil
 	case SchemeStandard:
 		wh.EventID = signedID

@@ -116,7 +116,7 @@ func TestWebhookRefusals(t *testing.T) {
 		r      req
 		status int
 	}{
-		{"unknown source", signed("/v1/webhooks/other", good, map[string]string{"Idempotency-Key": "k"}), 404},
+		{"unknown source", signed("/v1/webhooks/other", good, map[string]string{"Idempotency-Key": "k"}), 401},
 		{"oversized", signed("/v1/webhooks/"+source, `{"id":"e","type":"t","data":"`+strings.Repeat("x", 5000)+`"}`,
 			map[string]string{"Idempotency-Key": "k"}), 413},
 		{"form encoded", signed("/v1/webhooks/"+source, good, map[string]string{"Idempotency-Key": "k",

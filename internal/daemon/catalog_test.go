@@ -105,3 +105,28 @@ func TestCatalogKeepCompleted(t *testing.T) {
 		}
 	}
 }
+
+// The API's catalog holds each github source's bodies for
+// ONCEQ_GITHUB_REPLAY_WINDOW, and no other source's.
+func TestAPICatalogGitHubReplay(t *testing.T) {
+	c, err := APICatalog(config.API{GitHubReplayWindow: 72 * time.Hour,
+		WebhookSchemes: map[string]string{"repo": config.SchemeGitHub, "shop": config.SchemeStripe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src, want := range map[string]time.Duration{"repo": 72 * time.Hour, "shop": 0} {
+		j, err := c.Build(tasks.TypeWebhook, []byte(`{"source":"`+src+`","event_id":"e1","type":"push","body":{"ref":"x"}}`), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got time.Duration
+		for _, r := range j.Rules {
+			if r.Key.Namespace == "webhook:replay" && r.OutlastsKey {
+				got = r.Window
+			}
+		}
+		if got != want {
+			t.Errorf("%s: replay window %v, want %v (rules %v)", src, got, want, j.Rules)
+		}
+	}
+}

@@ -48,11 +48,13 @@ type GuardArgs struct {
 }
 
 // Window is one rule window: its key, how long it holds, and whether a
-// repeat of its own holder is refused too.
+// repeat of its own holder is refused too: always (Repeats), or once the
+// job's key has forgotten it (OutlastsKey: no done record, no task but a
+// completed one).
 type Window struct {
-	Key     string
-	TTL     time.Duration
-	Repeats bool
+	Key                  string
+	TTL                  time.Duration
+	Repeats, OutlastsKey bool
 }
 
 // InsertResult is what a guarded insert found and did.
@@ -264,6 +266,8 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 				rep := "0"
 				if w.Repeats {
 					rep = "1"
+				} else if w.OutlastsKey {
+					rep = "2"
 				}
 				c.keys = append(c.keys, w.Key)
 				c.args = append(c.args, w.TTL.Milliseconds(), rep)

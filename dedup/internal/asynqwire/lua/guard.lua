@@ -19,11 +19,14 @@
 --            only: there they are one step with the insert)
 -- ARGV[7] -> the holder (the job key), with rules
 -- ARGV[6+2i], ARGV[7+2i] -> rule i's window in ms, and "1" when a repeat of
---            its holder is refused too (Rule.Repeats)
+--            its holder is refused too (Rule.Repeats), "2" when it is refused
+--            once the key has forgotten the job (Rule.OutlastsKey: no done
+--            record, no task but a completed one)
 -- Returns: asynq's reply, 1 inserted or 0 refused (its task id conflict);
 -- with rules {1, taken} on insert, taken a "1" or "0" per rule (a window
 -- its holder already had is left alone), and {-1, i, holder, PTTL} when
--- rule i's window refused the job, before anything else is looked at. It is
+-- rule i's window refused the job, before anything else is looked at (a
+-- "2" window held by its holder: after the record). It is
 -- also refused, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
 -- Outside Cluster a refusal is {0, the task's msg, state, result, the
@@ -54,6 +57,17 @@ if KEYS[7] then
   rec = redis.pcall('GET', KEYS[7])
   if type(rec) == 'string' and string.sub(rec, 1, 2) == 'd|' then
     return refuse()
+  end
+  -- A "2" window its own holder has: the repeat is the key's to answer
+  -- only while the key still knows the job.
+  local state
+  for i = 8, #KEYS do
+    if ARGV[7 + 2 * (i - 7)] == '2' and redis.call('GET', KEYS[i]) == ARGV[7] then
+      state = state or redis.call('HGET', KEYS[1], 'state') or 'none'
+      if state == 'none' or state == 'completed' then
+        return {-1, i - 7, ARGV[7], redis.call('PTTL', KEYS[i])}
+      end
+    end
   end
 end
 -- Without states to replace from, asynq's own insert refuses an existing
