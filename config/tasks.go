@@ -37,6 +37,14 @@ type Tasks struct {
 	// Default: ".".
 	ScanRoot string `envconfig:"ONCEQ_SCAN_ROOT" default:"." desc:"directory that scan:file paths are confined to"`
 
+	// ScanSharedRoot resolves every scan:file path under ScanRoot itself.
+	// Off, a scan sent by one of several named API clients resolves under
+	// ScanRoot/<client>/ only, so no client learns of another's files; the
+	// CLI's, batch files' and those of an API with one client or none (one
+	// scope) resolve under ScanRoot.
+	// Default: false.
+	ScanSharedRoot bool `envconfig:"ONCEQ_SCAN_SHARED_ROOT" default:"false" desc:"resolve every API client's scan:file paths under ONCEQ_SCAN_ROOT itself, not under ONCEQ_SCAN_ROOT/<client>/"`
+
 	// ScanSignatures is a file of extra signatures; the EICAR test
 	// signature is always built in.
 	// Default: "".

@@ -15,6 +15,11 @@ const MinTokenBytes = 16
 // clientName is the principal part of a "name:token" ONCEQ_API_TOKENS entry.
 var clientName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
+// nameLike is what a person types as a client name when they get the rule
+// wrong (Alice, "shop eu", .ops): an entry starting so is refused rather
+// than taken for a bare token that happens to contain ":".
+var nameLike = regexp.MustCompile(`^[\p{L}\p{N} _.@+-]{1,64}$`)
+
 // APIClient is one ONCEQ_API_TOKENS entry. Name is "" for a bare token:
 // the API then derives a stable principal from the token.
 type APIClient struct {
@@ -30,7 +35,8 @@ const readAllSuffix = ":read-all"
 
 // Clients parses ONCEQ_API_TOKENS: "name:token" entries name their
 // principal; an entry whose part before the first ":" is not a valid name
-// is a bare token. A token that contains ":" must therefore be given a name.
+// is a bare token. A token that contains ":" must therefore be given a name
+// (validateClients refuses one that starts like a mistyped name).
 // A named entry ending in ":read-all" (ops:token:read-all) is an operator's.
 // A name may repeat: its client keeps its keys and jobs while its token
 // rotates (alice:old,alice:new). Bare tokens are each their own client.
@@ -48,6 +54,14 @@ func (a API) Clients() []APIClient {
 }
 
 func (a API) validateClients() error {
+	for i, e := range a.Tokens {
+		if name, _, ok := strings.Cut(e, ":"); ok && !clientName.MatchString(name) && nameLike.MatchString(name) {
+			// Neither the part nor the entry is quoted: for a bare token it is the secret.
+			return fmt.Errorf("config: ONCEQ_API_TOKENS entry %d: the part before the first \":\" is not a client name "+
+				"(lower-case letters, digits, _ . -, starting with a letter or digit, at most 64): write name:token, "+
+				"e.g. alice:<token>; a bare token that contains \":\" must be given a name too (name:<token>)", i+1)
+		}
+	}
 	toks, readAll := map[string]bool{}, map[string]bool{}
 	for i, c := range a.Clients() {
 		if all, seen := readAll[c.Name]; seen && c.Name != "" && all != c.ReadAll {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/hibiken/asynq"
@@ -112,7 +113,11 @@ func (h ScanHandler) scan(ctx context.Context, s Scan) (ScanResult, error) {
 	if h.Scanner == nil {
 		return ScanResult{}, errors.New("tasks: scan handler has no Scanner")
 	}
-	res, err := h.Scanner.Scan(ctx, s.Path, s.Mode)
+	client, err := scanClient(ctx)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	res, err := h.Scanner.Scan(ctx, client, s.Path, s.Mode)
 	if err != nil {
 		return ScanResult{}, err
 	}
@@ -125,4 +130,25 @@ func (h ScanHandler) scan(ctx context.Context, s Scan) (ScanResult, error) {
 		log.Debug("scan clean", zap.String("path", res.Path), zap.String("engine", res.Engine))
 	}
 	return res, nil
+}
+
+// scanID is a scan's key id: its content hash ("~" and hex SHA-256), after
+// the caller's scope and a ':' when an API client sent it (Catalog.Build;
+// a scope holds no ':'). The scope names a directory: one path element.
+var scanID = regexp.MustCompile(`^(?:([^:/]+):)?~[0-9a-f]{64}$`)
+
+// scanClient is the API client a scan is for, "" for the CLI's scope. It
+// comes from the job's key, which the server builds in the authenticated
+// caller's scope: nothing in a payload can name another client.
+func scanClient(ctx context.Context) (string, error) {
+	run, ok := dedup.RunFromContext(ctx)
+	if !ok {
+		return "", errors.New("tasks: scan: no dedup run in the handler's context")
+	}
+	m := scanID.FindStringSubmatch(run.Key.ID)
+	if m == nil || m[1] == "." || m[1] == ".." {
+		// Fail closed: a key of another shape could hide a client.
+		return "", permanent(fmt.Errorf("tasks: scan: %w: key %s is not a scan's content key in a client's scope", dedup.ErrInvalid, run.Key))
+	}
+	return m[1], nil
 }

@@ -50,6 +50,11 @@ type Scanner struct {
 	// Root is the directory scans may read; paths are resolved inside it
 	// with os.Root, so neither ".." nor a symlink can leave it.
 	Root string
+	// SharedRoot resolves a client's paths under Root too. Off, they
+	// resolve under Root/<client>/ only, which neither ".." nor a symlink
+	// can leave: no client learns whether another's file exists, nor its
+	// hash. Default: false.
+	SharedRoot bool
 	// Signatures are matched in addition to the built-in EICAR test signature.
 	Signatures []Signature
 	// MaxBytes refuses larger files. Default: 100 MiB.
@@ -81,11 +86,13 @@ type ScanResult struct {
 	Engine    string `json:"engine"`
 }
 
-// Scan hashes the file at path (relative to Root) and matches the
-// signatures in one streaming pass, which the Engine reads in ModeFull.
-// Errors that a retry cannot fix (missing file, escape from Root, not a
-// regular file, too large) wrap asynq.SkipRetry.
-func (s *Scanner) Scan(ctx context.Context, path, mode string) (ScanResult, error) {
+// Scan hashes the file at path and matches the signatures in one
+// streaming pass, which the Engine reads in ModeFull. path is relative to
+// Root, or to Root/<client>/ when client is not "" (an API client's scan)
+// and the root is not shared. Errors that a retry cannot fix (missing
+// file or client directory, escape from the directory, not a regular
+// file, too large) wrap asynq.SkipRetry.
+func (s *Scanner) Scan(ctx context.Context, client, path, mode string) (ScanResult, error) {
 	sigs, overlap, err := s.signatures()
 	if err != nil {
 		return ScanResult{}, err
@@ -94,12 +101,16 @@ func (s *Scanner) Scan(ctx context.Context, path, mode string) (ScanResult, erro
 	if maxBytes <= 0 {
 		maxBytes = DefaultScanMaxBytes
 	}
-	root, err := os.OpenRoot(s.Root)
+	root, err := s.open(client)
 	if err != nil {
-		return ScanResult{}, fmt.Errorf("tasks: scan: %w", err)
+		return ScanResult{}, err
 	}
 	defer root.Close()
-	f, err := openRegular(root, path, maxBytes)
+	where := ""
+	if client != "" && !s.SharedRoot {
+		where = " in client " + client + "'s directory"
+	}
+	f, err := openRegular(root, path, where, maxBytes)
 	if err != nil {
 		return ScanResult{}, err
 	}
@@ -134,6 +145,27 @@ func (s *Scanner) Scan(ctx context.Context, path, mode string) (ScanResult, erro
 		}
 	}
 	return res, nil
+}
+
+// open opens the directory client's paths resolve in.
+func (s *Scanner) open(client string) (*os.Root, error) {
+	root, err := os.OpenRoot(s.Root)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: scan: %w", err)
+	}
+	if client == "" || s.SharedRoot {
+		return root, nil
+	}
+	defer root.Close()
+	dir, err := root.OpenRoot(client) // as a path would, it refuses to leave root
+	if err != nil {
+		err = fmt.Errorf("tasks: scan: client %s has no directory of its own in the scan root: %w", client, err)
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, err // the operator can fix permissions; retry
+		}
+		return nil, permanent(err)
+	}
+	return dir, nil
 }
 
 // errMatched ends the engine's read: a built-in signature has matched.
@@ -247,10 +279,10 @@ func match(window []byte, sigs []Signature) string {
 
 // openRegular opens path inside root if it is a regular file of at most
 // maxBytes. The Stat comes first so a FIFO or device is never opened (an
-// open of a FIFO blocks).
-func openRegular(root *os.Root, path string, maxBytes int64) (*os.File, error) {
+// open of a FIFO blocks). where says which directory root is, for errors.
+func openRegular(root *os.Root, path, where string, maxBytes int64) (*os.File, error) {
 	fail := func(err error) (*os.File, error) {
-		err = fmt.Errorf("tasks: scan %q: %w", path, err)
+		err = fmt.Errorf("tasks: scan %q%s: %w", path, where, err)
 		if errors.Is(err, fs.ErrPermission) {
 			return nil, err // the operator can fix permissions; retry
 		}

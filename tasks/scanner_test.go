@@ -78,7 +78,7 @@ func TestScannerFiles(t *testing.T) {
 		{"missing", "", "", ""},
 	}
 	for _, tt := range tests {
-		res, err := s.Scan(context.Background(), tt.path, ModeMalware)
+		res, err := s.Scan(context.Background(), "", tt.path, ModeMalware)
 		if tt.verdict == "" {
 			// An error, and permanent: the file outside holds EICAR, so an
 			// "infected" result would mean it was read.
@@ -105,11 +105,11 @@ func TestScannerMaxBytes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "big"), make([]byte, 101), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := (&Scanner{Root: root, MaxBytes: 100}).Scan(context.Background(), "big", ModeMalware)
+	_, err := (&Scanner{Root: root, MaxBytes: 100}).Scan(context.Background(), "", "big", ModeMalware)
 	if !errors.Is(err, asynq.SkipRetry) || !strings.Contains(err.Error(), "101 bytes") {
 		t.Fatalf("Scan of a 101-byte file with MaxBytes 100 = %v; want SkipRetry naming the size", err)
 	}
-	if _, err := (&Scanner{Root: root, MaxBytes: 101}).Scan(context.Background(), "big", ModeMalware); err != nil {
+	if _, err := (&Scanner{Root: root, MaxBytes: 101}).Scan(context.Background(), "", "big", ModeMalware); err != nil {
 		t.Fatalf("Scan at the limit: %v", err)
 	}
 }
@@ -141,7 +141,7 @@ func TestScannerChunkBoundary(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := &Scanner{Root: root, Signatures: []Signature{long}}
-		res, err := s.Scan(context.Background(), name, ModeMalware)
+		res, err := s.Scan(context.Background(), "", name, ModeMalware)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -153,7 +153,7 @@ func TestScannerChunkBoundary(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(root, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := s.Scan(context.Background(), name, ModeMalware); err != nil || res.Verdict != VerdictClean {
+		if res, err := s.Scan(context.Background(), "", name, ModeMalware); err != nil || res.Verdict != VerdictClean {
 			t.Errorf("%s, broken signature: %+v, %v; want clean", tt.name, res, err)
 		}
 	}
@@ -163,7 +163,7 @@ func TestScannerCancelled(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := (&Scanner{Root: scanRoot(t)}).Scan(ctx, "clean.txt", ModeMalware)
+	_, err := (&Scanner{Root: scanRoot(t)}).Scan(ctx, "", "clean.txt", ModeMalware)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Scan with a cancelled context = %v, want context.Canceled", err)
 	}
@@ -172,7 +172,7 @@ func TestScannerCancelled(t *testing.T) {
 func TestScannerBadSignatureIsConfigError(t *testing.T) {
 	t.Parallel()
 	s := &Scanner{Root: scanRoot(t), Signatures: []Signature{{Name: "Empty"}}}
-	_, err := s.Scan(context.Background(), "clean.txt", ModeMalware)
+	_, err := s.Scan(context.Background(), "", "clean.txt", ModeMalware)
 	if err == nil || errors.Is(err, asynq.SkipRetry) {
 		t.Fatalf("Scan with an empty signature = %v; want a retryable error", err)
 	}
@@ -232,7 +232,7 @@ func TestScannerEngine(t *testing.T) {
 		{"its failure is retried", "clean", &fakeEngine{err: errors.New("engine down")}, "", "", "", len(clean)},
 	}
 	for _, tt := range tests {
-		res, err := (&Scanner{Root: root, Engine: tt.engine}).Scan(context.Background(), tt.file, ModeFull)
+		res, err := (&Scanner{Root: root, Engine: tt.engine}).Scan(context.Background(), "", tt.file, ModeFull)
 		switch {
 		case tt.verdict == "":
 			if err == nil || errors.Is(err, asynq.SkipRetry) {
@@ -313,7 +313,7 @@ func TestLoadSignatures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "f"), []byte("xx hello-malware xx"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := (&Scanner{Root: root, Signatures: sigs}).Scan(context.Background(), "f", ModeMalware)
+	res, err := (&Scanner{Root: root, Signatures: sigs}).Scan(context.Background(), "", "f", ModeMalware)
 	if err != nil || res.Signature != "Test-Hello" {
 		t.Errorf("Scan = %+v, %v; want Test-Hello", res, err)
 	}

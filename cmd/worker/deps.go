@@ -40,7 +40,7 @@ func buildDeps(cfg config.Worker, log *zap.Logger, enq tasks.Enqueuer, tr *traci
 		d.Mailer = outbox.Mailer{Dir: cfg.OutboxDir}
 		log.Info("no SMTP server configured: emails go to the outbox", zap.String("dir", cfg.OutboxDir))
 	}
-	d.Scanner = &tasks.Scanner{Root: cfg.ScanRoot, MaxBytes: cfg.ScanMaxBytes}
+	d.Scanner = &tasks.Scanner{Root: cfg.ScanRoot, SharedRoot: cfg.ScanSharedRoot, MaxBytes: cfg.ScanMaxBytes}
 	if cfg.ClamdAddr != "" {
 		e, err := clamd.New(cfg.ClamdAddr)
 		if err != nil {

@@ -14,6 +14,10 @@
 // Options.InFlightWait for it. Call Guard.Drain once the http.Server has
 // shut down, before the process exits.
 //
+// The key (Key) is a Structured Field String, "order-2001"; a bare value
+// such as an unquoted UUID is taken as it is, unless it is an item of
+// another type (42, -1.5, ?1, :Zm9v:), which is a 400 naming the type.
+//
 // Middleware wraps a handler of one's own; `producer serve` calls
 // Guard.Send for its routes, where "the same request" is the decoded job.
 package httpidem

@@ -245,3 +245,25 @@ func TestBadKeySyntax(t *testing.T) {
 		t.Fatalf("%d tasks, want 0", n)
 	}
 }
+
+// A Structured Field item of another type than String is no key, though
+// the bare leniency would take its text: the detail names the type and
+// how to send it quoted. An unquoted UUID is a key as it is.
+func TestKeyOfAnotherTypeIs400(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for key, typ := range map[string]string{`42`: "Integer", `-1.5`: "Decimal", `?1`: "Boolean", `:Zm9v:`: "Byte Sequence"} {
+		r := e.post(emailPath, `{"to":"a@example.com","subject":"s","body":"b"}`, key)
+		p := problem(t, r, http.StatusBadRequest)
+		if want := "is a Structured Field " + typ + ", not a String: send the key quoted, e.g. Idempotency-Key: \"" + key + `"`; !strings.HasSuffix(p.Type, "bad-idempotency-key") || !strings.Contains(p.Detail, want) {
+			t.Errorf("key %q: problem %s %q, want bad-idempotency-key mentioning %q", key, p.Type, p.Detail, want)
+		}
+	}
+	if n := e.tasks(); n != 0 {
+		t.Fatalf("%d tasks, want 0", n)
+	}
+	const uuid = "550e8400-e29b-41d4-a716-446655440000"
+	if r := e.post(emailPath, `{"to":"a@example.com","subject":"s","body":"b"}`, uuid); r.Status != http.StatusAccepted {
+		t.Fatalf("unquoted UUID key: %d %s", r.Status, r.Body)
+	}
+}

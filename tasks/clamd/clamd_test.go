@@ -166,7 +166,7 @@ func TestEngine(t *testing.T) {
 			t.Parallel()
 			clamd := startClamd(t, tt.reply)
 			s := &tasks.Scanner{Root: root, Engine: newEngine(t, clamd.Addr)}
-			res, err := s.Scan(context.Background(), tt.path, tt.mode)
+			res, err := s.Scan(context.Background(), "", tt.path, tt.mode)
 			if tt.verdict == "" {
 				if err == nil || errors.Is(err, asynq.SkipRetry) != tt.skip {
 					t.Fatalf("Scan = %+v, %v; want an error with SkipRetry = %v", res, err, tt.skip)
@@ -201,7 +201,7 @@ func TestEngineUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	_, err = (&tasks.Scanner{Root: scanRoot(t, nil), Engine: newEngine(t, addr)}).Scan(context.Background(), "clean.txt", tasks.ModeFull)
+	_, err = (&tasks.Scanner{Root: scanRoot(t, nil), Engine: newEngine(t, addr)}).Scan(context.Background(), "", "clean.txt", tasks.ModeFull)
 	if err == nil || errors.Is(err, asynq.SkipRetry) {
 		t.Fatalf("Scan with clamd down = %v; want a retryable error", err)
 	}
