@@ -30,7 +30,7 @@ func defaultAPI() API {
 	w := defaultWorker()
 	return API{Redis: w.Redis, Log: w.Log, Dedup: w.Dedup, Postgres: w.Postgres, Addr: "127.0.0.1:8081",
 		WebhookTolerance: 5 * time.Minute, MaxBodyBytes: 1 << 20, WebhookBodyBudget: 32 << 20, ReplayTTL: 24 * time.Hour,
-		WebhookFirstByteTimeout: 5 * time.Second, WebhookBodyTimeout: 10 * time.Second}
+		WebhookFirstByteTimeout: 5 * time.Second, WebhookBodyTimeout: 10 * time.Second, GitHubReplayWindow: 7 * 24 * time.Hour}
 }
 
 func TestDefaults(t *testing.T) {

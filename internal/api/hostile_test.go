@@ -61,8 +61,8 @@ func TestHostileCorpus(t *testing.T) {
 			"Idempotency-Key": "h2", "Authorization": "", api.SignatureHeader: testenv.Sign("wrong-secret", e.clock(), []byte(eventBody("evt-h", 1)))}}, 401},
 		{"signature for another body", req{path: "/v1/webhooks/" + source, body: eventBody("evt-h", 1), header: map[string]string{
 			"Idempotency-Key": "h3", "Authorization": "", api.SignatureHeader: testenv.Sign(secret, e.clock(), []byte(eventBody("evt-other", 1)))}}, 401},
-		{"unknown source", req{path: "/v1/webhooks/nobody", body: eventBody("evt-h", 1), header: map[string]string{"Idempotency-Key": "h4"}}, 404},
-		{"source traversal", req{path: "/v1/webhooks/..%2F..%2Fadmin", body: eventBody("evt-h", 1), header: map[string]string{"Idempotency-Key": "h5"}}, 404},
+		{"unknown source", req{path: "/v1/webhooks/nobody", body: eventBody("evt-h", 1), header: map[string]string{"Idempotency-Key": "h4"}}, 401},
+		{"source traversal", req{path: "/v1/webhooks/..%2F..%2Fadmin", body: eventBody("evt-h", 1), header: map[string]string{"Idempotency-Key": "h5"}}, 401},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
