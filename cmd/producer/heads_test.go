@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +13,6 @@ import (
 
 	"github.com/stripe/stripe-go/v84/webhook"
 
-	"github.com/onceq/onceq/dedup/oncetest/redistest"
-	"github.com/onceq/onceq/internal/testenv"
 )
 
 // Connections that send a request head declaring 1 MiB and then nothing
@@ -37,38 +33,15 @@ func TestWebhookHeadsHoldNoBudget(t *testing.T) {
 		maxPeak  = 150e6 // bytes
 		secret   = "whsec_heads_test_secret"
 	)
-	rdb := redistest.Client(t)
-	opt := rdb.Options()
-	bin := buildProducer(t)
-	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve")
-	cmd.Env = testenv.ChildEnv(map[string]string{
-		"ONCEQ_REDIS_URL":       fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
-		"ONCEQ_API_ADDR":        addr,
+	addr, pid := serveAlone(ctx, t, map[string]string{
 		"ONCEQ_WEBHOOK_SECRETS": "stripe:" + secret,
 		"ONCEQ_WEBHOOK_SCHEMES": "stripe:stripe",
 		// Far beyond the test: the heads must hold nothing while they wait,
 		// not merely be cut off early.
 		"ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT": "40s",
-		"ONCEQ_LOG_LEVEL":                  "warn",
 	})
-	var log testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("producer serve log:\n%s", log.String())
-		}
-	})
-	waitReady(ctx, t, addr)
 
 	deadline, _ := ctx.Deadline()
 	for i := range heads {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -38,38 +39,15 @@ func TestWebhookBodiesMemory(t *testing.T) {
 		bodySize = 1 << 20
 		maxPeak  = 150e6 // bytes
 	)
-	rdb := redistest.Client(t)
-	opt := rdb.Options()
-	bin := buildProducer(t)
-	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve")
-	cmd.Env = testenv.ChildEnv(map[string]string{
-		"ONCEQ_REDIS_URL":           fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
-		"ONCEQ_API_ADDR":            addr,
+	addr, pid := serveAlone(ctx, t, map[string]string{
 		"ONCEQ_WEBHOOK_SECRETS":     "acme:whsec-acme",
-		"ONCEQ_LOG_LEVEL":           "warn",
 		"ONCEQ_WEBHOOK_PEER_BUDGET": "33554432",
 		// The refused bodies are read to their end, held back by the test
 		// until all are sent: room for that on a loaded machine.
 		"ONCEQ_WEBHOOK_BODY_TIMEOUT": "40s",
 	})
-	var log testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("producer serve log:\n%s", log.String())
-		}
-	})
-	waitReady(ctx, t, addr)
 	base := readMem(t, pid)
 	t.Logf("idle: VmRSS %s, VmHWM %s", mb(base.rss), mb(base.hwm))
 
@@ -177,6 +155,37 @@ func TestWebhookBodiesMemory(t *testing.T) {
 	if after.hwm > maxPeak {
 		t.Errorf("peak RSS %s, want under %s", mb(after.hwm), mb(maxPeak))
 	}
+}
+
+// serveAlone starts a built `producer serve` on a fresh Redis and a free
+// port with env added, waits until it is ready, and stops it at the end.
+func serveAlone(ctx context.Context, t *testing.T, env map[string]string) (addr string, pid int) {
+	t.Helper()
+	opt := redistest.Client(t).Options()
+	bin := buildProducer(t)
+	addr = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	all := map[string]string{
+		"ONCEQ_REDIS_URL": fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
+		"ONCEQ_API_ADDR":  addr,
+		"ONCEQ_LOG_LEVEL": "warn",
+	}
+	maps.Copy(all, env)
+	cmd := exec.CommandContext(ctx, bin, "serve")
+	cmd.Env = testenv.ChildEnv(all)
+	var log testenv.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("producer serve log:\n%s", log.String())
+		}
+	})
+	waitReady(ctx, t, addr)
+	return addr, cmd.Process.Pid
 }
 
 // buildProducer builds this package's binary into the test's temp dir.

@@ -52,6 +52,21 @@ func readReply(t *testing.T, c net.Conn) reply {
 	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
+// spent probes with unsigned bodies until one is refused for want of room
+// (until then a probe gets room and a 401), and returns that refusal.
+func spent(t *testing.T, e *env) reply {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r := e.unsigned(t, "{}")
+		if r.Status == http.StatusServiceUnavailable {
+			return r
+		}
+		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("probe while a body holds the budget: %d %s", r.Status, r.Body)
+		}
+	}
+}
+
 // unsigned posts body to the webhook route without a signature.
 func (e *env) unsigned(t *testing.T, body string) reply {
 	t.Helper()
@@ -66,17 +81,7 @@ func TestWebhookBudgetRefusesWhenSpentAndFreesOnRelease(t *testing.T) {
 		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookBudgetWait = 4<<10, 4<<10, 20*time.Millisecond
 	})
 	finish := held(t, e, 4<<10)
-	// Until the held body has its reservation a probe gets the room (and a
-	// 401); from then on every probe is refused.
-	var r reply
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if r = e.unsigned(t, "{}"); r.Status == http.StatusServiceUnavailable {
-			break
-		}
-		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
-			t.Fatalf("probe while a body holds the budget: %d %s", r.Status, r.Body)
-		}
-	}
+	r := spent(t, e)
 	p := problem(t, r, http.StatusServiceUnavailable)
 	if p.Type != api.ProblemType+"body-budget-exhausted" || p.RetryAfter != 1 || r.Header.Get("Retry-After") != "1" {
 		t.Fatalf("refusal %+v, Retry-After %q: want body-budget-exhausted, retry after 1s", p, r.Header.Get("Retry-After"))
@@ -211,16 +216,7 @@ func TestWebhookPeerBudget(t *testing.T) {
 		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookPeerBudget, o.WebhookBudgetWait = 4<<10, 16<<10, 4<<10, time.Minute
 	})
 	finish := held(t, e, 4<<10) // from 127.0.0.1, holding its 4 KiB once half is read
-	var r reply
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		// Refused at once, not after the minute's wait for room.
-		if r = e.unsigned(t, "{}"); r.Status == http.StatusServiceUnavailable {
-			break
-		}
-		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
-			t.Fatalf("probe while the peer holds its share: %d %s", r.Status, r.Body)
-		}
-	}
+	r := spent(t, e) // at once, not after the minute's wait for room
 	if p := problem(t, r, http.StatusServiceUnavailable); !strings.Contains(p.Detail, "from this address") {
 		t.Fatalf("refusal %+v: want the peer's share named", p)
 	}
@@ -248,15 +244,7 @@ func TestWebhookRefusalIsReadNotReset(t *testing.T) {
 		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookPeerBudget, o.WebhookBudgetWait = size, size, size, 20*time.Millisecond
 	})
 	finish := held(t, e, size)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		r := e.unsigned(t, "{}")
-		if r.Status == http.StatusServiceUnavailable {
-			break
-		}
-		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
-			t.Fatalf("probe while a body holds the budget: %d %s", r.Status, r.Body)
-		}
-	}
+	spent(t, e)
 	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
