@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v84/webhook"
-
 )
 
 // Connections that send a request head declaring 1 MiB and then nothing

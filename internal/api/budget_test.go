@@ -216,7 +216,7 @@ func TestWebhookPeerBudget(t *testing.T) {
 		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookPeerBudget, o.WebhookBudgetWait = 4<<10, 16<<10, 4<<10, time.Minute
 	})
 	finish := held(t, e, 4<<10) // from 127.0.0.1, holding its 4 KiB once half is read
-	r := spent(t, e) // at once, not after the minute's wait for room
+	r := spent(t, e)            // at once, not after the minute's wait for room
 	if p := problem(t, r, http.StatusServiceUnavailable); !strings.Contains(p.Detail, "from this address") {
 		t.Fatalf("refusal %+v: want the peer's share named", p)
 	}
