@@ -44,6 +44,10 @@ func TestWebhookBodiesMemory(t *testing.T) {
 	addr, pid := serveAlone(ctx, t, map[string]string{
 		"ONCEQ_WEBHOOK_SECRETS":     "acme:whsec-acme",
 		"ONCEQ_WEBHOOK_PEER_BUDGET": "33554432",
+		// Each head goes out as its connection opens; its body waits until
+		// all 600 are open, which a loaded machine may take seconds for.
+		// The heads hold no budget meanwhile.
+		"ONCEQ_WEBHOOK_FIRST_BYTE_TIMEOUT": "40s",
 		// The refused bodies are read to their end, held back by the test
 		// until all are sent: room for that on a loaded machine.
 		"ONCEQ_WEBHOOK_BODY_TIMEOUT": "40s",
@@ -64,9 +68,10 @@ func TestWebhookBodiesMemory(t *testing.T) {
 			addr, bodySize, sig)
 	}
 
-	// Dial all and wait until the server holds every connection; then each
-	// client sends its headers and all of its body but the last byte, and
-	// holds, as a slow sender would.
+	// Dial all, each sending its headers at once (the server's 5 s header
+	// deadline starts with the connection), and wait until the server holds
+	// every connection; then each client sends all of its body but the
+	// last byte, and holds, as a slow sender would.
 	deadline, _ := ctx.Deadline()
 	cs := make([]net.Conn, conns)
 	for i := range cs {
@@ -76,6 +81,9 @@ func TestWebhookBodiesMemory(t *testing.T) {
 		}
 		c.SetDeadline(deadline)
 		defer c.Close()
+		if _, err := c.Write(request(i)); err != nil {
+			t.Fatalf("headers %d: %v", i, err)
+		}
 		cs[i] = c
 	}
 	port, _ := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])
@@ -95,12 +103,12 @@ func TestWebhookBodiesMemory(t *testing.T) {
 		mu             sync.Mutex
 		statuses       = map[string]int{}
 	)
-	for i, c := range cs {
+	for _, c := range cs {
 		sent.Add(1)
 		answered.Go(func() {
 			var outcome string
 			defer func() { mu.Lock(); statuses[outcome]++; mu.Unlock() }()
-			_, err := c.Write(append(request(i), body[:bodySize-1]...))
+			_, err := c.Write(body[:bodySize-1])
 			sent.Done()
 			<-finish
 			if err == nil {
