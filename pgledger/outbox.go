@@ -36,11 +36,23 @@ type policy struct {
 	KeepFailed bool          `json:"keep_failed,omitempty"`
 }
 
+// rule is a dedup.Rule as the outbox keeps it: every field that decides
+// the relay's enqueue (Global is not one: it chose the key's scope when
+// the job was built).
 type rule struct {
-	Namespace string        `json:"ns"`
-	ID        string        `json:"id"`
-	Window    time.Duration `json:"window"`
-	Repeats   bool          `json:"repeats,omitempty"`
+	Namespace   string        `json:"ns"`
+	ID          string        `json:"id"`
+	Window      time.Duration `json:"window"`
+	Repeats     bool          `json:"repeats,omitempty"`
+	OutlastsKey bool          `json:"outlasts_key,omitempty"`
+}
+
+func ruleOf(r *dedup.Rule) rule {
+	return rule{Namespace: r.Key.Namespace, ID: r.Key.ID, Window: r.Window, Repeats: r.Repeats, OutlastsKey: r.OutlastsKey}
+}
+
+func (x rule) rule() *dedup.Rule {
+	return &dedup.Rule{Key: dedup.Key{Namespace: x.Namespace, ID: x.ID}, Window: x.Window, Repeats: x.Repeats, OutlastsKey: x.OutlastsKey}
 }
 
 // EnqueueTx writes j into the outbox inside the caller's transaction tx:
@@ -85,7 +97,7 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, j dedup.Job) (dedup.Outcome, erro
 	key := j.Key.String()
 	pol := policy{Unique: j.Unique, MaxRetry: j.MaxRetry, Repeat: j.Repeat, KeepFailed: j.KeepFailed}
 	for _, r := range j.Rules {
-		pol.Rules = append(pol.Rules, rule{Namespace: r.Key.Namespace, ID: r.Key.ID, Window: r.Window, Repeats: r.Repeats})
+		pol.Rules = append(pol.Rules, ruleOf(r))
 	}
 	polJSON, err := json.Marshal(pol)
 	if err != nil {
@@ -179,7 +191,7 @@ func (r outboxRow) job() (dedup.Job, error) {
 		KeepFailed:  pol.KeepFailed,
 	}
 	for _, x := range pol.Rules {
-		j.Rules = append(j.Rules, &dedup.Rule{Key: dedup.Key{Namespace: x.Namespace, ID: x.ID}, Window: x.Window, Repeats: x.Repeats})
+		j.Rules = append(j.Rules, x.rule())
 	}
 	return j, nil
 }
