@@ -205,7 +205,7 @@ func (s *server) enqueue(ctx context.Context, j dedup.Job) response {
 			return unavailable(outcomeUnknown)
 		}
 		if !mine {
-			return foreign(j.Key)
+			return foreign(j.Key, strings.HasPrefix(principal(ctx), webhookPrefix))
 		}
 	}
 	var resp response
@@ -255,11 +255,20 @@ func (s *server) enqueue(ctx context.Context, j dedup.Job) response {
 	return resp
 }
 
-// foreign answers a request for a global key (a payment id) that another
-// client holds: 409, so a client that reads only the status knows nothing
+// foreign answers a request for a key that another caller holds: nothing
 // was enqueued, and nothing of that job is told, not even whether this
-// request's content matched it.
-func foreign(key dedup.Key) response {
+// request's content matched it. A client's global id (a payment id) is a
+// 409, so that a client reading only the status knows nothing was done. A
+// webhook's event that an operator enqueued (a batch file) is the same
+// event: its sender gets a 2xx, as for any duplicate, or it would retry
+// and in the end disable the endpoint.
+func foreign(key dedup.Key, webhook bool) response {
+	if webhook {
+		resp := jsonResponse(http.StatusOK, Accepted{Decision: dedup.Duplicate, Key: key.String(),
+			Reason: "already accepted by another caller; nothing was enqueued"})
+		resp.NoReplay = true
+		return resp
+	}
 	k := probIDHeld
 	if key.Namespace == tasks.TypePayment {
 		k = probPaymentIDHeld

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup"
+	"github.com/onceq/onceq/dedup/oncetest"
 	"github.com/onceq/onceq/internal/api"
 	"github.com/onceq/onceq/internal/testenv"
 	"github.com/onceq/onceq/tasks"
@@ -233,5 +234,27 @@ func TestWebhookAsTheSeedSendsIt(t *testing.T) {
 	p := problem(t, e.webhook(`{"id":"evt_124","data":{}}`, ""), http.StatusBadRequest)
 	if !strings.Contains(p.Detail, `"type", or "event"`) {
 		t.Fatalf("problem %+v, want it to name both fields", p)
+	}
+}
+
+// An event an operator enqueued (a batch file, the library) and then
+// delivered by its sender is a duplicate the sender is told with a 2xx: a
+// non-2xx would make it retry and in the end disable the endpoint. Nothing
+// of the operator's job is shown.
+func TestWebhookEnqueuedByOperatorIsDuplicate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, twoClients)
+	p := oncetest.NewProducer(t, e.rdb, e.jobs, dedup.ProducerOptions{})
+	job := tasks.Webhooks.Job(tasks.Webhook{Source: source, EventID: "evt_op", Type: "user.created",
+		Data: json.RawMessage(`{"user_id":"u1","email":"ada@example.com"}`)})
+	if out, err := p.Enqueue(t.Context(), job); err != nil || out.Decision != dedup.Enqueued {
+		t.Fatalf("the operator's enqueue: %+v %v", out, err)
+	}
+	r := e.webhook(eventBody("evt_op", 1), "")
+	if a := accepted(t, r, http.StatusOK); a.Decision != dedup.Duplicate || a.TaskID != "" || a.State != "" {
+		t.Fatalf("the sender's delivery: %+v", a)
+	}
+	if n := e.tasks(); n != 1 {
+		t.Fatalf("%d tasks, want 1", n)
 	}
 }
