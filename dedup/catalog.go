@@ -200,7 +200,7 @@ func (t *Typed[P]) job(p P, explicit, scope string) (Job, error) {
 		return Job{}, err
 	}
 	j.Queue = queueOf(s.Queue, j.Key, s.Shards)
-	j.Unique, j.keepCompleted = s.Unique, s.WriteResult
+	j.Unique, j.WriteResult = s.Unique, s.WriteResult
 	if s.Window > 0 {
 		j.Rules = append(j.Rules, &Rule{Key: j.Key, Window: s.Window, Repeats: true})
 	}

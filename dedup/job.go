@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -60,9 +61,9 @@ type Job struct {
 	// KeepFailed: a job that failed for good keeps blocking Key for the
 	// unique window, instead of letting a repeat start a new incarnation.
 	KeepFailed bool
-	// keepCompleted: asynq keeps the completed task for Unique (the Spec's
-	// WriteResult), for the dashboard.
-	keepCompleted bool
+	// WriteResult: asynq keeps the completed task, with its result, for
+	// Unique (the Spec's WriteResult), for the dashboard.
+	WriteResult bool
 	// opts are the job's own asynq options (Typed.Job, With), passed to
 	// every insert of it, after the library's.
 	opts []asynq.Option
@@ -70,6 +71,11 @@ type Job struct {
 	// sets it, and Producer.Enqueue returns it without enqueuing.
 	Err error
 }
+
+// Options are the job's own asynq options (Typed.Job, With), in the order
+// given; the Spec's are in the Job's fields. For code that keeps a Job to
+// enqueue later (an outbox) and builds it again with With.
+func (j Job) Options() []asynq.Option { return slices.Clone(j.opts) }
 
 // With returns j with asynq's options opts added to its own, as asynq's
 // Enqueue takes them: ProcessIn, ProcessAt, Timeout, Deadline, MaxRetry (0

@@ -259,7 +259,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 	task := j.Task
 	if j.Unique > 0 {
 		opts = append(opts, asynq.TaskID(j.Key.TaskID()))
-		if j.keepCompleted || in.incarnation > 1 || p.folded.Load() == nil {
+		if j.WriteResult || in.incarnation > 1 || p.folded.Load() == nil {
 			// asynq's copy of a completed task is kept for the dashboard,
 			// for a key's history (earlier incarnations' failures live in
 			// its headers), and where only it refuses repeats: the guard

@@ -29,11 +29,85 @@ const keyLockClass int32 = 0x6f6e6351 // "onceQ"
 // policy is the part of a Job that is not its task: what the relay needs to
 // hand the Producer the same Job again.
 type policy struct {
-	Unique     time.Duration `json:"unique,omitempty"`
-	Rules      []rule        `json:"rules,omitempty"`
-	MaxRetry   int           `json:"max_retry,omitempty"`
-	Repeat     dedup.Repeat  `json:"repeat,omitzero"`
-	KeepFailed bool          `json:"keep_failed,omitempty"`
+	Unique      time.Duration `json:"unique,omitempty"`
+	Rules       []rule        `json:"rules,omitempty"`
+	MaxRetry    int           `json:"max_retry,omitempty"`
+	Repeat      dedup.Repeat  `json:"repeat,omitzero"`
+	KeepFailed  bool          `json:"keep_failed,omitempty"`
+	WriteResult bool          `json:"write_result,omitempty"`
+	Options     []option      `json:"options,omitempty"`
+}
+
+// policyOf is what the outbox keeps of j beyond its task, key, content and
+// queue (which have columns of their own), at now.
+func policyOf(j dedup.Job, now time.Time) (policy, error) {
+	pol := policy{Unique: j.Unique, MaxRetry: j.MaxRetry, Repeat: j.Repeat, KeepFailed: j.KeepFailed, WriteResult: j.WriteResult}
+	for _, r := range j.Rules {
+		pol.Rules = append(pol.Rules, ruleOf(r))
+	}
+	for _, o := range j.Options() {
+		if o.Type() == asynq.QueueOpt {
+			continue // j.Queue has it
+		}
+		x, ok := optionOf(o, now)
+		if !ok {
+			return policy{}, fmt.Errorf("the outbox cannot keep asynq option %s", o)
+		}
+		pol.Options = append(pol.Options, x)
+	}
+	return pol, nil
+}
+
+// option is one of the job's own asynq options (Job.Options): its kind and
+// value. ProcessIn is kept as the ProcessAt it names from EnqueueTx, so a
+// relay that moves the job later does not push its start back.
+type option struct {
+	Kind string        `json:"kind"`
+	N    int           `json:"n,omitempty"`
+	D    time.Duration `json:"d,omitempty"`
+	T    time.Time     `json:"t,omitzero"`
+}
+
+func optionOf(o asynq.Option, now time.Time) (option, bool) {
+	switch v := o.Value().(type) {
+	case int:
+		if o.Type() == asynq.MaxRetryOpt {
+			return option{Kind: "max_retry", N: v}, true
+		}
+	case time.Duration:
+		switch o.Type() {
+		case asynq.TimeoutOpt:
+			return option{Kind: "timeout", D: v}, true
+		case asynq.ProcessInOpt:
+			return option{Kind: "process_at", T: now.Add(v)}, true
+		case asynq.RetentionOpt:
+			return option{Kind: "retention", D: v}, true
+		}
+	case time.Time:
+		switch o.Type() {
+		case asynq.DeadlineOpt:
+			return option{Kind: "deadline", T: v}, true
+		case asynq.ProcessAtOpt:
+			return option{Kind: "process_at", T: v}, true
+		}
+	}
+	return option{}, false
+}
+
+func (x option) option() (asynq.Option, error) {
+	switch x.Kind {
+	case "max_retry":
+		return asynq.MaxRetry(x.N), nil
+	case "timeout":
+		return asynq.Timeout(x.D), nil
+	case "retention":
+		return asynq.Retention(x.D), nil
+	case "deadline":
+		return asynq.Deadline(x.T), nil
+	case "process_at":
+		return asynq.ProcessAt(x.T), nil
+	}
+	return nil, fmt.Errorf("unknown asynq option %q", x.Kind)
 }
 
 // rule is a dedup.Rule as the outbox keeps it: every field that decides
@@ -57,7 +131,8 @@ func (x rule) rule() *dedup.Rule {
 
 // EnqueueTx writes j into the outbox inside the caller's transaction tx:
 // the job exists if and only if tx commits, and a relay (Relay) then moves
-// it into asynq through the Producer, under the same key rules.
+// it into asynq through the Producer, under the same key rules and with
+// the job's own asynq options (Job.Options; ProcessIn counts from here).
 //
 // The answer is what tx can know: Enqueued with State StatusOutbox (the
 // job is accepted into the outbox; its own enqueue happens after the
@@ -95,9 +170,9 @@ func EnqueueTx(ctx context.Context, tx pgx.Tx, j dedup.Job) (dedup.Outcome, erro
 		return dedup.Outcome{}, fmt.Errorf("pgledger: enqueue tx: %w", err)
 	}
 	key := j.Key.String()
-	pol := policy{Unique: j.Unique, MaxRetry: j.MaxRetry, Repeat: j.Repeat, KeepFailed: j.KeepFailed}
-	for _, r := range j.Rules {
-		pol.Rules = append(pol.Rules, ruleOf(r))
+	pol, err := policyOf(j, time.Now())
+	if err != nil {
+		return dedup.Outcome{}, fmt.Errorf("pgledger: enqueue tx %s: %w", key, err)
 	}
 	polJSON, err := json.Marshal(pol)
 	if err != nil {
@@ -189,9 +264,17 @@ func (r outboxRow) job() (dedup.Job, error) {
 		MaxRetry:    pol.MaxRetry,
 		Repeat:      pol.Repeat,
 		KeepFailed:  pol.KeepFailed,
+		WriteResult: pol.WriteResult,
 	}
 	for _, x := range pol.Rules {
 		j.Rules = append(j.Rules, x.rule())
+	}
+	for _, x := range pol.Options {
+		o, err := x.option()
+		if err != nil {
+			return dedup.Job{}, fmt.Errorf("policy: %w", err)
+		}
+		j = j.With(o)
 	}
 	return j, nil
 }

@@ -355,3 +355,43 @@ func TestEnqueueTxBadInput(t *testing.T) {
 		t.Fatal("NewRelay with Batch -1 accepted")
 	}
 }
+
+// A job's own asynq options and its Spec's WriteResult survive the outbox:
+// the task the relay enqueues is scheduled when the job asked (from
+// EnqueueTx, not from the move), with its timeout, deadline and retries,
+// and keeps its completed copy for the unique window. An option the
+// Producer refuses (asynq.Unique) is refused before anything is written.
+func TestEnqueueTxKeepsAsynqOptions(t *testing.T) {
+	t.Parallel()
+	w := newOutboxWorld(t)
+	kept := dedup.Define(dedup.Spec[Charge]{Type: "charge:kept", ID: func(c Charge) string { return c.ID },
+		Unique: 2 * time.Hour, WriteResult: true})
+	deadline := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	j := job(t, kept, Charge{ID: "opt-1", Amount: 1}).With(asynq.ProcessIn(time.Hour), asynq.Timeout(42*time.Second),
+		asynq.Deadline(deadline), asynq.MaxRetry(0))
+	committed := time.Now()
+	w.commit(t, j)
+	if n := w.move(t, w.relay(t, pgledger.RelayOptions{})); n != 1 {
+		t.Fatalf("relay moved %d rows, want 1", n)
+	}
+	info, err := w.insp.GetTaskInfo(j.Queue, j.Key.TaskID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != asynq.TaskStateScheduled || info.NextProcessAt.Before(committed.Add(time.Hour-time.Second)) ||
+		info.NextProcessAt.After(committed.Add(time.Hour+time.Minute)) {
+		t.Errorf("task %v at %v, want scheduled an hour from the commit (%v)", info.State, info.NextProcessAt, committed)
+	}
+	if info.Timeout != 42*time.Second || !info.Deadline.Equal(deadline) || info.MaxRetry != 0 || info.Retention != 2*time.Hour {
+		t.Errorf("task timeout %v deadline %v max retry %d retention %v; want 42s, %v, 0, 2h",
+			info.Timeout, info.Deadline, info.MaxRetry, info.Retention, deadline)
+	}
+
+	err = pgx.BeginFunc(context.Background(), w.pool, func(tx pgx.Tx) error {
+		_, err := pgledger.EnqueueTx(context.Background(), tx, job(t, kept, Charge{ID: "opt-2"}).With(asynq.Unique(time.Minute)))
+		return err
+	})
+	if err == nil {
+		t.Fatal("EnqueueTx took asynq.Unique, which the Producer refuses")
+	}
+}
