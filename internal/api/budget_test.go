@@ -52,18 +52,16 @@ func readReply(t *testing.T, c net.Conn) reply {
 	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
-// spent probes with unsigned bodies until one is refused for want of room
-// (until then a probe gets room and a 401), and returns that refusal.
-func spent(t *testing.T, e *env) reply {
+// holding waits until the webhook body budget holds n bytes: a body sent
+// in part has taken its room. (Probing with bodies instead would race the
+// held body for that room.)
+func holding(t *testing.T, e *env, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		r := e.unsigned(t, "{}")
-		if r.Status == http.StatusServiceUnavailable {
-			return r
+	for deadline := time.Now().Add(10 * time.Second); e.h.BudgetHeld() != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the budget holds %d bytes, want %d", e.h.BudgetHeld(), n)
 		}
-		if r.Status != http.StatusUnauthorized || time.Now().After(deadline) {
-			t.Fatalf("probe while a body holds the budget: %d %s", r.Status, r.Body)
-		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -81,7 +79,8 @@ func TestWebhookBudgetRefusesWhenSpentAndFreesOnRelease(t *testing.T) {
 		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookBudgetWait = 4<<10, 4<<10, 20*time.Millisecond
 	})
 	finish := held(t, e, 4<<10)
-	r := spent(t, e)
+	holding(t, e, 4<<10)
+	r := e.unsigned(t, "{}")
 	p := problem(t, r, http.StatusServiceUnavailable)
 	if p.Type != api.ProblemType+"body-budget-exhausted" || p.RetryAfter != 1 || r.Header.Get("Retry-After") != "1" {
 		t.Fatalf("refusal %+v, Retry-After %q: want body-budget-exhausted, retry after 1s", p, r.Header.Get("Retry-After"))
@@ -216,7 +215,8 @@ func TestWebhookPeerBudget(t *testing.T) {
 		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookPeerBudget, o.WebhookBudgetWait = 4<<10, 16<<10, 4<<10, time.Minute
 	})
 	finish := held(t, e, 4<<10) // from 127.0.0.1, holding its 4 KiB once half is read
-	r := spent(t, e)            // at once, not after the minute's wait for room
+	holding(t, e, 4<<10)
+	r := e.unsigned(t, "{}") // refused at once, not after the minute's wait for room
 	if p := problem(t, r, http.StatusServiceUnavailable); !strings.Contains(p.Detail, "from this address") {
 		t.Fatalf("refusal %+v: want the peer's share named", p)
 	}
@@ -244,7 +244,7 @@ func TestWebhookRefusalIsReadNotReset(t *testing.T) {
 		o.MaxBodyBytes, o.WebhookBodyBudget, o.WebhookPeerBudget, o.WebhookBudgetWait = size, size, size, 20*time.Millisecond
 	})
 	finish := held(t, e, size)
-	spent(t, e)
+	holding(t, e, size)
 	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -12,3 +12,16 @@ import (
 func ReplayKey(principal, route, key string) dedup.Key {
 	return httpidem.ReplayKey(principal+"/"+route, key)
 }
+
+// BudgetHeld is how many bytes of the webhook body budget are held now,
+// all peers together.
+func (h *Handler) BudgetHeld() int64 {
+	b := h.s.budget
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for _, held := range b.peers {
+		n += held
+	}
+	return n
+}
