@@ -60,6 +60,23 @@ func StartMailpit(t testing.TB, o MailpitOptions) *Mailpit {
 	if err != nil {
 		unavailable(t, err.Error(), "go install github.com/axllent/mailpit@"+MailpitVersion)
 	}
+	// A free port may be taken by another test's server before Mailpit
+	// binds it; Mailpit then exits, and whatever holds the port would
+	// answer in its place. Only a start whose two listeners are this
+	// Mailpit's is kept; another takes fresh ports.
+	for attempt := 1; ; attempt++ {
+		m, err := startMailpit(t, path, o)
+		if err == nil {
+			return m
+		}
+		if attempt == 5 {
+			t.Fatalf("peertest: mailpit: %v", err)
+		}
+		t.Logf("peertest: mailpit start %d: %v; again on other ports", attempt, err)
+	}
+}
+
+func startMailpit(t testing.TB, path string, o MailpitOptions) (*Mailpit, error) {
 	dir := t.TempDir()
 	m := &Mailpit{
 		SMTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t))),
@@ -91,23 +108,55 @@ func StartMailpit(t testing.TB, o MailpitOptions) *Mailpit {
 		return "", strings.Contains(line, "[http] accessible via")
 	}, time.Minute)
 	if err != nil {
-		t.Fatalf("peertest: mailpit: %v", err)
+		return nil, err
 	}
-	t.Cleanup(p.stop)
-	// The HTTP line may come before the SMTP listener is up.
+	// The HTTP line may come before the listeners are up: wait for
+	// Mailpit's own SMTP greeting and API answer.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", m.SMTPAddr, time.Second)
+		err := m.answers()
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("exited: %s", p.logs)
+		default:
+		}
 		if err == nil {
-			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("peertest: mailpit SMTP %s not answering: %v\n%s", m.SMTPAddr, err, p.logs)
+			p.stop()
+			return nil, fmt.Errorf("%v\n%s", err, p.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return m
+	t.Cleanup(p.stop)
+	return m, nil
+}
+
+// answers checks that Mailpit, not another server, holds both addresses.
+func (m *Mailpit) answers() error {
+	c, err := net.DialTimeout("tcp", m.SMTPAddr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	banner := make([]byte, 128)
+	n, _ := io.ReadAtLeast(c, banner, len("220 "))
+	if !strings.Contains(string(banner[:n]), "Mailpit") {
+		return fmt.Errorf("SMTP %s greets %q, not as Mailpit", m.SMTPAddr, banner[:n])
+	}
+	hc := http.Client{Timeout: time.Second}
+	resp, err := hc.Get(m.APIURL + "/api/v1/info")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var info struct{ Version string }
+	if json.NewDecoder(resp.Body).Decode(&info) != nil || info.Version == "" {
+		return fmt.Errorf("API %s answers %s, not as Mailpit", m.APIURL, resp.Status)
+	}
+	return nil
 }
 
 // Messages lists what Mailpit received, newest first.
