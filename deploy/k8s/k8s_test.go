@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/onceq/onceq/internal/testenv"
+
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
@@ -368,21 +370,12 @@ func secretData(t *testing.T, m *manifests, name string) map[string]string {
 	return nil
 }
 
-// repoRoot is the directory holding go.mod, found by walking up.
+// repoRoot is the repository's root.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
+	return root
 }

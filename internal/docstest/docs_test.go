@@ -88,20 +88,11 @@ func docsOrder(t *testing.T, root string) []string {
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.work above the working directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // command is one "$ " line of a console block (with its continuation

@@ -3,7 +3,6 @@ package faulttest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -40,7 +39,7 @@ var built struct {
 func binaries(t *testing.T) (worker, producer string) {
 	t.Helper()
 	built.once.Do(func() {
-		root, err := moduleRoot()
+		root, err := testenv.RepoRoot()
 		if err != nil {
 			built.err = err
 			return
@@ -69,24 +68,6 @@ func binaries(t *testing.T) (worker, producer string) {
 func removeBinaries() {
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
-	}
-}
-
-// moduleRoot walks up from the working directory to go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }
 

@@ -1,16 +1,18 @@
 // Package testenv holds what tests of real processes and servers share
 // besides Redis (see redistest): free loopback ports, the environment of a
 // child binary, a buffer that loggers and pipes may write while the test
-// reads, and a webhook sender's signature.
+// reads, a webhook sender's signature, and the repository's root.
 package testenv
 
 import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,25 @@ import (
 
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
+
+// RepoRoot is the repository's root, the daemon module's directory: the
+// first go.mod above the working directory of a test in that module.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
