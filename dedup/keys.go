@@ -20,6 +20,15 @@ func recordKey(k Key) string { return keyPrefix + "{" + k.String() + "}:rec" }
 // Owner: the engine; TTL: the window.
 func windowKey(k Key) string { return keyPrefix + "{" + k.String() + "}:win" }
 
+// nextKey is the key's successor (Repeat "successor"): asynq's message of
+// the job that starts when the running one ends. Owner: the engine, which
+// deletes it as it starts the successor; TTL: the job's unique window.
+func nextKey(k Key) string { return keyPrefix + "{" + k.String() + "}:next" }
+
+// historyKey is the key's history: its last decisions, newest first.
+// Owner: the engine; TTL: as long as the key is remembered.
+func historyKey(k Key) string { return keyPrefix + "{" + k.String() + "}:hist" }
+
 // liveKey is a worker process's liveness key, named by its boot owner: it
 // exists while the process runs. Owner: the Server, which refreshes it
 // every third of its TTL and deletes it last on shutdown.
