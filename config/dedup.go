@@ -59,7 +59,7 @@ type Dedup struct {
 	// list of TYPE=POLICY, POLICY one of reject, replace, debounce:D/M
 	// (tasks.ParseRepeats reads it when the catalog is built).
 	// Default: every type rejects.
-	OnRepeat string `envconfig:"ONCEQ_ON_REPEAT" desc:"TYPE=POLICY,... for a repeated key: reject, replace or debounce:DELAY/MAXWAIT (e.g. email:send=replace)"`
+	OnRepeat string `envconfig:"ONCEQ_ON_REPEAT" desc:"TYPE=POLICY,... for a repeated key: reject, replace, successor or debounce:DELAY/MAXWAIT (e.g. email:send=replace)"`
 
 	// QueueShards spreads every task type's queue over this many asynq
 	// queues, <queue>.0 to <queue>.<n-1>, each in its own Redis Cluster

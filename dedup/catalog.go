@@ -71,7 +71,8 @@ type Spec[P any] struct {
 	Window time.Duration
 	// Rules returns the job's other windows and rate rules; nil: none.
 	Rules func(P) ([]*Rule, error)
-	// Repeat is the policy for a repeated key before its job starts.
+	// Repeat is the policy for a repeated key before its job starts (and,
+	// under "successor", while it runs).
 	// Default: refuse it (a duplicate or a conflict).
 	Repeat Repeat
 	// KeepFailed keeps a key that failed for good refused for its unique

@@ -67,6 +67,11 @@
 //	failed for good           a new incarnation runs      a new incarnation      at once
 //	inside a window / rule    throttled, retry after      throttled              the window ends
 //
+// Under the successor policy (Repeat), a repeat while the job runs or waits
+// for a retry is kept as the key's one successor (StatusWaiting), in place
+// of any that waited, and a worker starts it as the next incarnation when
+// the run ends; once the key is done, other content starts at once.
+//
 // "Failed for good" is an archived task: its last attempt failed, or the
 // worker refused it. Its record is failed, which never blocks a claim, and
 // the producer swaps the archived task for the next incarnation in the

@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -24,6 +25,9 @@ type enqueueGuard struct {
 	cluster bool
 	rules   []*Rule
 	holder  string
+	// successor: the insert runs under the successor policy; the job
+	// waits at most this long for its key's run to end.
+	successor time.Duration
 
 	Ran bool
 	// Found is what held the key when the guard refused the insert outside
@@ -33,6 +37,9 @@ type enqueueGuard struct {
 	// insert took ('1') or found its holder had ('0').
 	Throttled *throttle
 	Taken     string
+	// Waiting: the job waits as its key's successor (Displaced: in place
+	// of another).
+	Waiting, Displaced bool
 }
 
 // throttle is the rule window that refused a guarded insert.
@@ -73,6 +80,10 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 		return a, nil
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
+	if g.successor > 0 {
+		a.Successor = &asynqwire.Successor{Next: nextKey(g.key), Registry: successorsKey, Field: g.key.String(), TTL: g.successor}
+		return a, nil
+	}
 	for _, r := range g.rules {
 		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window,
 			Repeats: r.Repeats, OutlastsKey: r.OutlastsKey})
@@ -83,6 +94,7 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 // Result keeps what the insert's step decided.
 func (g *enqueueGuard) Result(_ asynqwire.Insert, r asynqwire.InsertResult) {
 	g.Ran, g.Taken = true, r.Taken
+	g.Waiting, g.Displaced = r.Waiting, r.Displaced
 	if i := r.Throttled - 1; i >= 0 && i < len(g.rules) {
 		g.Throttled = &throttle{rule: i, Reservation: storage.Reservation{Holder: r.Holder, RetryAfter: r.RetryAfter}}
 	}

@@ -25,6 +25,11 @@ func windowKey(k Key) string { return keyPrefix + "{" + k.String() + "}:win" }
 // deletes it as it starts the successor; TTL: the job's unique window.
 func nextKey(k Key) string { return keyPrefix + "{" + k.String() + "}:next" }
 
+// successorsKey lists the keys whose successor waits (a hash: namespace/id
+// -> queue), for the workers' sweep that starts them. Owner: the engine,
+// which drops a key's field as it starts its successor or finds it gone.
+const successorsKey = keyPrefix + "successors"
+
 // historyKey is the key's history: its last decisions, newest first.
 // Owner: the engine; TTL: as long as the key is remembered.
 func historyKey(k Key) string { return keyPrefix + "{" + k.String() + "}:hist" }

@@ -16,6 +16,8 @@ const (
 	opEnqueue  = "enqueue"
 	opRecover  = "recover"
 	opJoin     = "join"
+	// A key's successor started by a worker's sweep (Repeat "successor").
+	opSuccessor = "successor"
 	// A worker's write of its own liveness key (server.go).
 	opLiveness = "liveness"
 
@@ -41,4 +43,6 @@ const (
 	// A part of onceq that cannot run where it was started (the fast
 	// recoverer on Redis Cluster): said once, at start-up.
 	outcomeOff = storage.Off
+	// A successor that started as its key's next incarnation.
+	outcomeStarted = "started"
 )

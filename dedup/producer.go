@@ -163,6 +163,10 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 	// (withRules); else each is reserved first and given back on refusal.
 	folded := p.folded.Load()
 	fold := folded != nil && j.Unique > 0 && len(j.Rules) > 0
+	if j.Repeat.Policy == repeatSuccessor && j.Unique > 0 && folded == nil {
+		return Outcome{}, fmt.Errorf("onceq: enqueue %s: the successor policy needs the Redis store on the Producer's own client, "+
+			"on one Redis (not Cluster) and a verified asynq: its job must start in the step that sees the run end", holder)
+	}
 	for _, r := range j.Rules {
 		if fold {
 			if err := storerule.AtLeastMS("window", r.Window); err != nil {
@@ -206,9 +210,15 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 				p.foldedReserves(ctx, folded, j, holder, guard)
 			}
 		}
+		if err == nil && guard != nil && guard.Waiting {
+			out.Decision, out.TaskID, out.State = Enqueued, j.Key.TaskID(), StatusWaiting
+			out.Incarnation, out.Replaced = next.incarnation, guard.Displaced
+			out.Reason = "waits as the successor of the key's running job, and starts when that run ends"
+			break
+		}
 		if err == nil {
 			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
-			out.Incarnation = next.incarnation
+			out.Incarnation, out.Reason = next.incarnation, next.why
 			out.Replaced = slices.Contains(next.replace, "pending")
 			break
 		}
@@ -218,7 +228,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		}
 		out.TaskID = j.Key.TaskID()
 		// After the key moved on under two replacements, report what it is.
-		again, ok := p.refused(ctx, j, found, &out, try < 2)
+		again, ok := p.refused(ctx, j, found, &out, try < 2, next.successor)
 		if !ok {
 			giveBack()
 			break
@@ -249,7 +259,9 @@ type insert struct {
 	failures    []string // earlier incarnations' errors
 	replace     []string // asynq states the existing task may be replaced from
 	delay       time.Duration
-	first       int64 // debounce: the run's first acceptance, Unix ms
+	first       int64  // debounce: the run's first acceptance, Unix ms
+	successor   bool   // through lua/successor.lua (the successor policy)
+	why         string // why the key has a new incarnation (Outcome.Reason)
 }
 
 // The guard it returns (nil unguarded) says what held j's key when it
@@ -304,6 +316,9 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 	if fold {
 		guard.withRules(j.Rules, holder)
 	}
+	if in.successor {
+		guard.successor = j.Unique
+	}
 	info, err := p.client.EnqueueContext(gctx, task, opts...)
 	if !guard.Ran {
 		// Another asynq's insert: nothing reads the record in its step, so
@@ -322,8 +337,8 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 // started under j's repeat policy. Otherwise it fills out with the answer.
 // A conflict never carries the other job's result.
 // found, when the guard's refusal carried it, spares reading the task and
-// the record again.
-func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outcome, mayReplace bool) (insert, bool) {
+// the record again. tried: the refusal was lua/successor.lua's.
+func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outcome, mayReplace, tried bool) (insert, bool) {
 	var (
 		wg   sync.WaitGroup
 		info *asynq.TaskInfo
@@ -347,7 +362,11 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	if rerr != nil {
 		rec = storage.Record{State: StatusUnknown}
 	}
-	if mayReplace && info != nil && rec.State != StatusDone {
+	if mayReplace && j.Repeat.Policy == repeatSuccessor {
+		if in, ok := p.successorOf(j, info, rec, tried); ok {
+			return in, true
+		}
+	} else if mayReplace && info != nil && rec.State != StatusDone {
 		if in, ok := p.replaceable(j, info, rec); ok {
 			return in, true
 		}
@@ -389,16 +408,8 @@ func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec storage.Record) 
 	case info.State == asynq.TaskStateArchived && !j.KeepFailed:
 		// Failed for good: this job is the key's next life, with a new
 		// downstream key so a gateway's cached decline is not replayed.
-		in := insert{incarnation: inc + 1, replace: []string{"archived"}}
-		_ = json.Unmarshal([]byte(info.Headers[headerFailures]), &in.failures)
-		cause := info.LastErr
-		if cause == "" {
-			cause = rec.Error
-		}
-		in.failures = append(in.failures, cause)
-		if len(in.failures) > maxFailures {
-			in.failures = in.failures[len(in.failures)-maxFailures:]
-		}
+		in := afterFailure(info, rec)
+		in.replace = []string{"archived"}
 		if j.Repeat.Policy == repeatDebounce {
 			in.delay, in.first = j.Repeat.Delay, time.Now().UnixMilli()
 		}
@@ -413,7 +424,7 @@ func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec storage.Record) 
 	}
 	same := info.Headers[headerFingerprint] == j.Fingerprint
 	switch j.Repeat.Policy {
-	case repeatReplace:
+	case repeatReplace, repeatSuccessor:
 		if same {
 			return insert{}, false // nothing to replace: a duplicate
 		}
@@ -429,6 +440,47 @@ func (p *Producer) replaceable(j Job, info *asynq.TaskInfo, rec storage.Record) 
 			delay: max(delay, 0), first: first}, true
 	}
 	return insert{}, false
+}
+
+// afterFailure is the next life of a key whose task info failed for good
+// (rec its record): the next incarnation, carrying the failures so far.
+func afterFailure(info *asynq.TaskInfo, rec storage.Record) insert {
+	in := insert{incarnation: incarnationOf(info.Headers) + 1, why: "the earlier job failed for good"}
+	_ = json.Unmarshal([]byte(info.Headers[headerFailures]), &in.failures)
+	cause := info.LastErr
+	if cause == "" {
+		cause = rec.Error
+	}
+	in.failures = append(in.failures, cause)
+	if len(in.failures) > maxFailures {
+		in.failures = in.failures[len(in.failures)-maxFailures:]
+	}
+	return in
+}
+
+// ended is why a successor that did not wait has a new incarnation.
+const ended = "the earlier job had ended"
+
+// successorOf says how j follows its key's job under the successor
+// policy: as replace does while the task has not started; else through
+// lua/successor.lua, which keeps j as the successor of a job that runs or
+// waits for a retry, or starts it at once as the key's next incarnation
+// when the run has ended. tried: that script just refused j (the key is
+// done with j's content and no successor waits): a duplicate.
+func (p *Producer) successorOf(j Job, info *asynq.TaskInfo, rec storage.Record, tried bool) (insert, bool) {
+	switch {
+	case info != nil && (info.State == asynq.TaskStatePending || info.State == asynq.TaskStateScheduled):
+		return p.replaceable(j, info, rec)
+	case tried:
+		return insert{}, false
+	case info == nil: // a done first incarnation keeps no task
+		return insert{incarnation: 2, successor: true, why: ended}, true
+	case info.State == asynq.TaskStateArchived:
+		in := afterFailure(info, rec)
+		in.successor = true
+		return in, true
+	}
+	return insert{incarnation: incarnationOf(info.Headers) + 1, successor: true, why: ended}, true
 }
 
 // incarnationOf reads an existing task's incarnation; one whose header is

@@ -37,6 +37,9 @@ type Server struct {
 	live   time.Duration
 	stop   chan struct{}
 	loops  sync.WaitGroup
+	// sweep: this worker starts the successors whose key's run ended
+	// (Repeat "successor"): on the Redis store on rdb, outside Cluster.
+	sweep bool
 	// writing is when this process's current run of successful liveness
 	// writes began (Unix ns); 0 while its last write failed. A worker that
 	// cannot write judges nobody: Redis refusing writes (OOM, NOREPLICAS,
@@ -83,8 +86,11 @@ func NewServer(rdb redis.UniversalClient, store storage.Store, cfg asynq.Config,
 	}
 	s := &Server{srv: asynq.NewServerFromRedisClient(client, ServerConfig(cfg)), mw: mw, rdb: rdb,
 		live: mw.opts.Liveness, stop: make(chan struct{}), queues: slices.Sorted(maps.Keys(cfg.Queues))}
-	if rs, ok := store.(*redisStore); ok && rs.rdb == rdb && s.live > 0 && verr == nil {
-		if _, cluster := rdb.(*redis.ClusterClient); cluster {
+	rs, ok := store.(*redisStore)
+	_, cluster := rdb.(*redis.ClusterClient)
+	s.sweep = ok && rs.rdb == rdb && !cluster && verr == nil
+	if ok && rs.rdb == rdb && s.live > 0 && verr == nil {
+		if cluster {
 			mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeOff,
 				Reason: errCrossSlot.Error() + ": on Redis Cluster asynq's own recoverer hands a dead worker's tasks back (1-2 minutes)"})
 		} else {
@@ -121,6 +127,9 @@ func (s *Server) Start(h asynq.Handler) error {
 		s.setLive()
 		s.loops.Go(s.refresh)
 		s.loops.Go(s.recoverLoop)
+	}
+	if s.sweep {
+		s.loops.Go(s.sweepLoop)
 	}
 	return s.srv.Start(s.mw.Wrap(h))
 }
@@ -167,9 +176,9 @@ func (s *Server) writingSince() (time.Time, bool) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.srv.Shutdown()
 	err := s.mw.Shutdown(ctx)
+	close(s.stop)
+	s.loops.Wait()
 	if s.store != nil {
-		close(s.stop)
-		s.loops.Wait()
 		err = errors.Join(err, s.rdb.Del(ctx, liveKey(bootOwner)).Err())
 	}
 	return err

@@ -45,6 +45,7 @@ const (
 	StatusFailed    Status = storage.StatusFailed
 	StatusArchived  Status = storage.StatusArchived
 	StatusUnknown   Status = storage.StatusUnknown
+	StatusWaiting   Status = storage.StatusWaiting
 )
 
 // Event is one decision, handed to the Observer: of a Store, the

@@ -75,10 +75,19 @@ func printOutcome(w io.Writer, o dedup.Outcome) {
 	switch o.Decision {
 	case dedup.Enqueued:
 		fmt.Fprintf(w, "enqueued %s as task %s on queue %s", o.Key, shellWord(o.TaskID), o.Queue)
-		if o.Incarnation > 1 {
-			fmt.Fprintf(w, " (incarnation %d: the earlier job failed for good)", o.Incarnation)
+		switch {
+		case o.State == dedup.StatusWaiting:
+			fmt.Fprintf(w, " (incarnation %d: waits as the successor of its running job", o.Incarnation)
+			if o.Replaced {
+				fmt.Fprint(w, ", in place of the one that waited")
+			}
+			fmt.Fprint(w, ")")
+		case o.Incarnation > 1 && o.Reason != "":
+			fmt.Fprintf(w, " (incarnation %d: %s)", o.Incarnation, o.Reason)
+		case o.Incarnation > 1:
+			fmt.Fprintf(w, " (incarnation %d)", o.Incarnation)
 		}
-		if o.Replaced {
+		if o.Replaced && o.State != dedup.StatusWaiting {
 			fmt.Fprint(w, " (replaced its job that had not started)")
 		}
 		fmt.Fprintln(w)

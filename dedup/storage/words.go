@@ -63,6 +63,7 @@ const (
 	StatusFailed    Status = "failed"    // the last run failed and no task is left to retry
 	StatusArchived  Status = "archived"  // asynq gave up (retries spent or not retryable)
 	StatusUnknown   Status = "unknown"   // nothing is known (never seen, or expired)
+	StatusWaiting   Status = "waiting"   // the successor of its key's running job: starts when that run ends
 	// pgledger.StatusOutbox, "outbox": committed in the application's
 	// transaction, not yet moved into asynq by a relay.
 )

@@ -45,6 +45,19 @@ type GuardArgs struct {
 	// anything else (outside Cluster only, with a Record).
 	Holder  string
 	Windows []Window
+	// Successor, when set, runs the insert under the successor policy
+	// (lua/successor.lua) in place of the guard: with Record, outside
+	// Cluster only.
+	Successor *Successor
+}
+
+// Successor is where a job waits as its key's successor while the key's
+// job runs, and for how long at most.
+type Successor struct {
+	Next     string // the key's successor hash
+	Registry string // the successors hash the workers' sweep reads
+	Field    string // the key's field in Registry: namespace/id
+	TTL      time.Duration
 }
 
 // Window is one rule window: its key, how long it holds, and whether a
@@ -67,6 +80,9 @@ type InsertResult struct {
 	Throttled  int
 	Holder     string
 	RetryAfter time.Duration
+	// Waiting: the job waits as the successor of its key's running job;
+	// Displaced: in place of another that waited.
+	Waiting, Displaced bool
 	// Found: a refusal outside Cluster carries what holds the key: its task
 	// (nil when none) and its record as stored ("" when none) with its TTL.
 	Found     bool
@@ -168,17 +184,6 @@ func (insertHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// guardSource are the guards' sources by their SHA-1, for EVAL.
-var guardSource = func() map[string]string {
-	m := map[string]string{}
-	for _, name := range []string{"enqueue.lua", "schedule.lua"} {
-		src, _ := asynqScript(name)
-		full := "local function asynq_insert()" + "\n" + src + "\nend\n" + source("guard.lua")
-		m[redis.NewScript(full).Hash()] = full
-	}
-	return m
-}()
-
 // scriptSHA is the SHA-1 of the script an EVALSHA or EVAL runs.
 func scriptSHA(cmd redis.Cmder) string {
 	args := cmd.Args()
@@ -218,6 +223,8 @@ type insertCall struct {
 	keys   []string
 	args   []any
 	err    error // refused before running
+	// successor: lua/successor.lua's call, whose 2 and 3 say the job waits
+	successor bool
 }
 
 // guardCall recognises asynq's insert in cmd and builds its guarded call;
@@ -248,8 +255,16 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		c.err = err
 		return c, true
 	}
-	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
 	sk := stateKeys(queue)
+	if sc := ga.Successor; sc != nil && ga.Record != "" {
+		// lua/successor.lua's layout
+		c.script = successors[sha]
+		c.keys = []string{keys[0], keys[1], sk[0], sk[1], sk[2], sk[3], ga.Record, sc.Next, sc.Registry}
+		c.args = []any{args[0], args[1], args[2], id, ga.Fingerprint, sc.TTL.Milliseconds(), queue, sc.Field}
+		c.successor = true
+		return c, true
+	}
+	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
 	c.keys = make([]string, 0, 7+len(ga.Windows))
 	c.keys = append(c.keys, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
 	replace := ""
@@ -282,7 +297,7 @@ func (c insertCall) cmd(ctx context.Context, name string) *redis.Cmd {
 	a := make([]any, 0, 3+len(c.keys)+len(c.args))
 	first := c.script.Hash()
 	if name == "eval" {
-		first = guardSource[first]
+		first = wrappedSource[first]
 	}
 	a = append(a, name, first, len(c.keys))
 	for _, k := range c.keys {
@@ -300,14 +315,21 @@ func (c insertCall) answer(orig, run redis.Cmder) error {
 		orig.SetErr(err)
 		return err
 	}
-	r, err := insertResult(c.ins, run.(*redis.Cmd).Val())
+	v := run.(*redis.Cmd).Val()
+	var r InsertResult
+	var err error
+	if n, ok := v.(int64); ok && c.successor && n >= 2 {
+		r = InsertResult{Waiting: true, Displaced: n == 3}
+	} else {
+		r, err = insertResult(c.ins, v)
+	}
 	if err != nil {
 		orig.SetErr(err)
 		return err
 	}
 	c.g.Result(c.ins, r)
 	if out != nil {
-		if r.Inserted {
+		if r.Inserted || r.Waiting { // asynq returns its TaskInfo; the guard knows better
 			out.SetVal(int64(1))
 		} else {
 			out.SetVal(int64(0))

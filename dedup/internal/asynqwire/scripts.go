@@ -40,22 +40,35 @@ func wrapped(prelude, fn, tail string, names ...string) map[string]*redis.Script
 	out := map[string]*redis.Script{}
 	for _, name := range names {
 		src, sha := asynqScript(name)
-		out[sha] = redis.NewScript(prelude + "local function " + fn + "()\n" + src + "\nend\n" + source(tail))
+		full := prelude + "local function " + fn + "()\n" + src + "\nend\n" + source(tail)
+		out[sha] = redis.NewScript(full)
+		wrappedSource[out[sha].Hash()] = full
 	}
 	return out
 }
 
+// wrappedSource are the wrapped scripts' sources by their own SHA-1, for
+// an EVAL where Redis answered an EVALSHA with NOSCRIPT.
+var wrappedSource = map[string]string{}
+
 var (
 	// guards: asynq's enqueue and schedule, each behind lua/guard.lua.
 	guards = wrapped("", "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
+	// successors: asynq's enqueue and schedule, each behind
+	// lua/successor.lua, with lua/promote.lua.
+	successors = wrapped(source("promote.lua"), "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
 	// guardSHAs are the guards' own SHA-1s: their calls pass the hook.
 	guardSHAs = func() map[string]bool {
 		m := map[string]bool{}
 		for _, s := range guards {
 			m[s.Hash()] = true
 		}
+		for _, s := range successors {
+			m[s.Hash()] = true
+		}
 		return m
 	}()
+	sweepScript = redis.NewScript(source("promote.lua") + source("sweep.lua"))
 	// dequeues: lua/dequeue.lua is asynq's dequeue written out with the
 	// claim; it stands in for asynq's script whole.
 	dequeues = func() map[string]*redis.Script {
