@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup"
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
@@ -344,5 +346,24 @@ func TestSuccessorAfterFailure(t *testing.T) {
 	st, err := producer.Wait(ctx, kind.Job(update{Account: "b", Seq: 2}), 20*time.Second)
 	if err != nil || st.State != dedup.StatusDone || st.Incarnation != 2 || len(st.EarlierFailures) != 0 {
 		t.Errorf("successor: %+v %v, want done as incarnation 2", st, err)
+	}
+}
+
+// On Redis Cluster the successor cannot start in the step that sees the
+// run end (the record and the task are in other slots): its jobs are
+// refused with an error that says so, never accepted under another policy.
+func TestSuccessorRefusedOnCluster(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t)})
+	t.Cleanup(func() { rdb.Close() })
+	kind := dedup.Define(dedup.Spec[update]{Type: "account:cluster", ID: func(u update) string { return u.Account },
+		Repeat: dedup.Repeat{Policy: "successor"}})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := producer.Enqueue(context.Background(), kind.Job(update{Account: "c", Seq: 1}))
+	if err == nil || !strings.Contains(err.Error(), "not Cluster") {
+		t.Fatalf("successor job on Cluster: %+v %v, want an error naming Cluster", out, err)
 	}
 }
