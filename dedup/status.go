@@ -29,6 +29,9 @@ type JobStatus struct {
 	Incarnation int `json:"incarnation"`
 	// EarlierFailures are the errors of those earlier jobs, newest last.
 	EarlierFailures []string `json:"earlier_failures,omitempty"`
+	// Successor: a job waits as the key's successor (Repeat "successor")
+	// and starts when the run ends.
+	Successor bool `json:"successor,omitempty"`
 	// Known is false when neither a record nor a task exists.
 	Known bool `json:"-"`
 	// result is the record's raw result (Wait hands it to an Outcome).
@@ -139,7 +142,17 @@ func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 				return JobStatus{}, err
 			}
 		}
-		return statusOf(k, rec, t.info), nil
+		st := statusOf(k, rec, t.info)
+		if s := p.folded.Load(); s != nil && (st.State == StatusRunning || st.State == StatusRetry) {
+			// Only a running job has a successor waiting (the sweep starts
+			// it within a moment of the run's end).
+			n, err := s.rdb.Exists(ctx, nextKey(k)).Result()
+			if err != nil {
+				return JobStatus{}, err
+			}
+			st.Successor = n == 1
+		}
+		return st, nil
 	case <-ctx.Done():
 		return JobStatus{}, ctx.Err()
 	}

@@ -258,6 +258,9 @@ func TestSuccessorStepByStep(t *testing.T) {
 	if out := send(3); out.Decision != dedup.Enqueued || out.State != dedup.StatusWaiting || !out.Replaced {
 		t.Errorf("third repeat: %+v", out)
 	}
+	if st, err := producer.Status(ctx, kind.Job(update{Account: "a"}).Key); err != nil || st.State != dedup.StatusRunning || !st.Successor {
+		t.Errorf("status while the successor waits: %+v %v, want running with a successor", st, err)
+	}
 	close(release)
 	if s := next(); s != (seen{3, "account:step/a#2"}) {
 		t.Fatalf("successor run %+v, want seq 3 as incarnation 2", s)
