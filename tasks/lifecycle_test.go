@@ -301,3 +301,23 @@ func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
 		t.Fatalf("scan done TTL %v, want %v", ttl, tasks.DefaultFileScanWindow)
 	}
 }
+
+// successor, as ONCEQ_ON_REPEAT spells it: while the job has not started a
+// repeat with other content replaces it, as replace does (the library's
+// successor tests run the rest against a worker).
+func TestSuccessorPolicyFromConfig(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	p, _, _ := newProducer(t, rdb)
+	c := catalogWith(t, tasks.TypeEmail, "successor")
+	a := build(t, c, tasks.TypeEmail, `{"id":"s-1","to":"a@x.io","subject":"Hi","body":"first"}`)
+	b := build(t, c, tasks.TypeEmail, `{"id":"s-1","to":"a@x.io","subject":"Hi","body":"second"}`)
+	if a.Repeat.Policy != "successor" {
+		t.Fatalf("job's policy %q, want successor", a.Repeat.Policy)
+	}
+	enqueue(t, p, a, dedup.Enqueued)
+	if o := enqueue(t, p, b, dedup.Enqueued); !o.Replaced || o.State != dedup.StatusPending {
+		t.Fatalf("second body: %+v, want it to replace the pending first", o)
+	}
+	enqueue(t, p, b, dedup.Duplicate)
+}
