@@ -24,6 +24,8 @@ type enqueueGuard struct {
 	cluster bool
 	rules   []*Rule
 	holder  string
+	// incarnation is the one the task's headers carry.
+	incarnation int
 
 	Ran bool
 	// Found is what held the key when the guard refused the insert outside
@@ -33,6 +35,9 @@ type enqueueGuard struct {
 	// insert took ('1') or found its holder had ('0').
 	Throttled *throttle
 	Taken     string
+	// Reincarnate, when not 0, refused the insert: the key was reset
+	// (Producer.Reset), and its next job is this incarnation.
+	Reincarnate int
 }
 
 // throttle is the rule window that refused a guarded insert.
@@ -73,6 +78,10 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 		return a, nil
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
+	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
+	if len(g.rules) > 0 {
+		a.WindowSet = windowsKey(g.key)
+	}
 	for _, r := range g.rules {
 		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window,
 			Repeats: r.Repeats, OutlastsKey: r.OutlastsKey})
@@ -82,7 +91,7 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 
 // Result keeps what the insert's step decided.
 func (g *enqueueGuard) Result(_ asynqwire.Insert, r asynqwire.InsertResult) {
-	g.Ran, g.Taken = true, r.Taken
+	g.Ran, g.Taken, g.Reincarnate = true, r.Taken, r.Incarnation
 	if i := r.Throttled - 1; i >= 0 && i < len(g.rules) {
 		g.Throttled = &throttle{rule: i, Reservation: storage.Reservation{Holder: r.Holder, RetryAfter: r.RetryAfter}}
 	}

@@ -206,6 +206,11 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 				p.foldedReserves(ctx, folded, j, holder, guard)
 			}
 		}
+		if guard != nil && guard.Reincarnate > next.incarnation && try < 2 {
+			// The key was reset: its next job is a new life.
+			next.incarnation = guard.Reincarnate
+			continue
+		}
 		if err == nil {
 			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
 			out.Incarnation = next.incarnation
@@ -301,6 +306,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		return info, nil, err
 	}
 	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, p.cluster, in.replace...)
+	guard.incarnation = in.incarnation
 	if fold {
 		guard.withRules(j.Rules, holder)
 	}
