@@ -50,6 +50,7 @@ type ProducerOptions struct {
 
 // Producer enqueues Jobs under their dedup policy. Safe for concurrent use.
 type Producer struct {
+	rdb    redis.UniversalClient
 	client *asynq.Client
 	insp   *asynq.Inspector
 	store  storage.Store
@@ -80,6 +81,7 @@ func NewProducer(rdb redis.UniversalClient, store storage.Store, opts ProducerOp
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	p := &Producer{
+		rdb:     rdb,
 		client:  asynq.NewClientFromRedisClient(rdb),
 		insp:    asynq.NewInspectorFromRedisClient(rdb),
 		store:   store,
