@@ -28,6 +28,8 @@ type enqueueGuard struct {
 	// successor: the insert runs under the successor policy; the job
 	// waits at most this long for its key's run to end.
 	successor time.Duration
+	// incarnation is the one the task's headers carry.
+	incarnation int
 
 	Ran bool
 	// Found is what held the key when the guard refused the insert outside
@@ -40,6 +42,9 @@ type enqueueGuard struct {
 	// Waiting: the job waits as its key's successor (Displaced: in place
 	// of another).
 	Waiting, Displaced bool
+	// Reincarnate, when not 0, refused the insert: the key was reset
+	// (Producer.Reset), and its next job is this incarnation.
+	Reincarnate int
 }
 
 // throttle is the rule window that refused a guarded insert.
@@ -80,9 +85,13 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 		return a, nil
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
+	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
 	if g.successor > 0 {
 		a.Successor = &asynqwire.Successor{Next: nextKey(g.key), Registry: successorsKey, Field: g.key.String(), TTL: g.successor}
 		return a, nil
+	}
+	if len(g.rules) > 0 {
+		a.WindowSet = windowsKey(g.key)
 	}
 	for _, r := range g.rules {
 		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window,
@@ -93,7 +102,7 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 
 // Result keeps what the insert's step decided.
 func (g *enqueueGuard) Result(_ asynqwire.Insert, r asynqwire.InsertResult) {
-	g.Ran, g.Taken = true, r.Taken
+	g.Ran, g.Taken, g.Reincarnate = true, r.Taken, r.Incarnation
 	g.Waiting, g.Displaced = r.Waiting, r.Displaced
 	if i := r.Throttled - 1; i >= 0 && i < len(g.rules) {
 		g.Throttled = &throttle{rule: i, Reservation: storage.Reservation{Holder: r.Holder, RetryAfter: r.RetryAfter}}

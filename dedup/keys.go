@@ -20,6 +20,18 @@ func recordKey(k Key) string { return keyPrefix + "{" + k.String() + "}:rec" }
 // Owner: the engine; TTL: the window.
 func windowKey(k Key) string { return keyPrefix + "{" + k.String() + "}:win" }
 
+// windowsKey is the set of the window keys (windowKey) the key's job took
+// for it as holder, so that a reset finds them: the rule keys derive from
+// the payload, not from the key. Only where the insert takes the windows
+// itself (outside Cluster). Owner: the engine; TTL: the longest of them.
+func windowsKey(k Key) string { return keyPrefix + "{" + k.String() + "}:wins" }
+
+// incKey is the key's next incarnation, left by a reset (Producer.Reset) so
+// that the key's next job gets a new downstream key and not the reset
+// one's. Owner: the engine; the next insert of the key deletes it; TTL: the
+// unique window the reset cut short.
+func incKey(k Key) string { return keyPrefix + "{" + k.String() + "}:inc" }
+
 // nextKey is the key's successor (Repeat "successor"): asynq's message of
 // the job that starts when the running one ends. Owner: the engine, which
 // deletes it as it starts the successor; TTL: the job's unique window.

@@ -20,6 +20,9 @@ const (
 	opSuccessor = "successor"
 	// A worker's write of its own liveness key (server.go).
 	opLiveness = "liveness"
+	// An operator's reset of a key and purge of a type (reset.go).
+	opReset = "reset"
+	opPurge = "purge"
 
 	outcomeClaimed    = storerule.OutcomeClaimed
 	outcomeDuplicate  = storerule.OutcomeDuplicate
@@ -35,6 +38,7 @@ const (
 	outcomeConflict   = Conflict
 	outcomeBadPayload = storage.BadPayload
 	outcomeError      = storerule.OutcomeError
+	outcomeReset      = storage.Reset
 	// A dead worker's task handed back to asynq by the fast recoverer:
 	// its owner's liveness key was gone, or asynq's lease ran out with no
 	// claim held.

@@ -50,6 +50,7 @@ type ProducerOptions struct {
 
 // Producer enqueues Jobs under their dedup policy. Safe for concurrent use.
 type Producer struct {
+	rdb    redis.UniversalClient
 	client *asynq.Client
 	insp   *asynq.Inspector
 	store  storage.Store
@@ -80,6 +81,7 @@ func NewProducer(rdb redis.UniversalClient, store storage.Store, opts ProducerOp
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	p := &Producer{
+		rdb:     rdb,
 		client:  asynq.NewClientFromRedisClient(rdb),
 		insp:    asynq.NewInspectorFromRedisClient(rdb),
 		store:   store,
@@ -210,6 +212,11 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 				p.foldedReserves(ctx, folded, j, holder, guard)
 			}
 		}
+		if guard != nil && guard.Reincarnate > next.incarnation && try < 2 {
+			// The key was reset: its next job is a new life.
+			next.incarnation, next.why = guard.Reincarnate, "the key was reset"
+			continue
+		}
 		if err == nil && guard != nil && guard.Waiting {
 			out.Decision, out.TaskID, out.State = Enqueued, j.Key.TaskID(), StatusWaiting
 			out.Incarnation, out.Replaced = next.incarnation, guard.Displaced
@@ -313,6 +320,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		return info, nil, err
 	}
 	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, p.cluster, in.replace...)
+	guard.incarnation = in.incarnation
 	if fold {
 		guard.withRules(j.Rules, holder)
 	}

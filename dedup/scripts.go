@@ -22,6 +22,7 @@ func mustScript(name string) *redis.Script { return redis.NewScript(luaSource(na
 
 var (
 	claimScript     = mustScript("claim.lua")
+	purgeScript     = mustScript("purge.lua")
 	extendScript    = mustScript("extend.lua")
 	finishScript    = mustScript("finish.lua")
 	reserveScript   = mustScript("reserve.lua")

@@ -31,6 +31,8 @@ commands:
   enqueue  TYPE [JSON|-] [--key K]   any task type of the catalog, payload as JSON (- or none: stdin)
   batch    < jobs.jsonl   one {"type":..., "payload":{...}, "idempotency_key":...} per line
   status   [--wait D] KEY did this job run? KEY is namespace/id or its task id
+  reset    [--finish-running] KEY   operators: free KEY at once (record, windows, task)
+  purge    TYPE           operators: free every key of TYPE and delete its waiting tasks
   checkout < orders.jsonl  demo: each {"order_id","account","amount","currency"} line commits the
                           order row and its payment job in one Postgres transaction (the outbox)
   relay                   move jobs committed to the Postgres outbox into asynq, until stopped
@@ -41,6 +43,7 @@ exit codes:
   0 enqueued (batch: no line failed and none conflicted)   1 error
   2 usage (unknown command or flag, bad arguments, a payload the catalog refuses)
   3 duplicate   4 throttled   5 conflict (the key was accepted before with other content)
+  6 reset refused: the key's job is running (--finish-running lets it finish unrecorded)
 
 Configuration is ONCEQ_* environment variables (producer --help lists them all): serve reads
 every one; the other commands those of Redis, logs, dedup windows and Postgres.`
@@ -52,6 +55,7 @@ const (
 	exitDuplicate = 3
 	exitThrottled = 4
 	exitConflict  = 5
+	exitRunning   = 6
 )
 
 // exitErr ends the process with code. An empty err means the message was
@@ -99,7 +103,7 @@ var enqueuers = map[string]func(args []string, stdin io.Reader, stdout io.Writer
 	"enqueue": enqueueArgs,
 }
 
-var commandNames = []string{"batch", "checkout", "email", "enqueue", "payment", "relay", "scan", "serve", "status", "version"}
+var commandNames = []string{"batch", "checkout", "email", "enqueue", "payment", "purge", "relay", "reset", "scan", "serve", "status", "version"}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -122,6 +126,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return relay(ctx, args, stdout, stderr)
 	case "batch", "status":
 		return withProducer(ctx, cmd, args, stdin, stdout)
+	case "reset", "purge":
+		return operate(ctx, cmd, args, stdout)
 	}
 	parse, ok := enqueuers[cmd]
 	if !ok {
@@ -210,6 +216,12 @@ var commandHelp = map[string]string{
 		"--wait D waits up to D (10s, 1m) for the job to be done or failed, then prints where it is.\n" +
 		"States: pending, scheduled, running, retry, done, failed, archived, unknown, and outbox\n" +
 		"(committed to the Postgres outbox, not yet relayed).",
+	"reset": "usage: producer reset [--finish-running] KEY\n\nFrees KEY (namespace/id, or its task id) at once: its record, successor, rule windows and\n" +
+		"task go in one step; a pending, scheduled or retrying job is cancelled. The key's next job is a\n" +
+		"new incarnation (a new downstream key). A running job refuses it (exit 6) unless\n" +
+		"--finish-running: then the run finishes and records nothing. Logged at warn.",
+	"purge": "usage: producer purge TYPE\n\nFrees every key of task type TYPE and deletes its tasks in every state but running (those\n" +
+		"finish and record nothing), in batches of 500. Stop the type's producers first. Logged at warn.",
 	"checkout": "usage: producer checkout < orders.jsonl\n\nOne JSON object per line: {\"order_id\":\"ord-1\",\"account\":\"acct-1\",\"amount\":4200,\"currency\":\"EUR\"}.\n" +
 		"Each line is one transaction that writes the order to shop_orders and its payment:charge job\n" +
 		"(payment id pay-<order_id>) to the outbox: the payment exists if and only if the order commits.\n" +

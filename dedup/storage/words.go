@@ -44,6 +44,9 @@ const (
 	// LeaseExpired: an active task went back to asynq after its lease ran
 	// out with no run holding it.
 	LeaseExpired Decision = "lease_expired"
+	// Reset: an operator freed a key (Producer.Reset) or a type's keys
+	// (Producer.Purge); the Event's Reason says what went.
+	Reset Decision = "reset"
 	// Off: a part that cannot run in this setup, said once at start-up.
 	Off Decision = "off"
 	// Errored: the operation failed; the Event's Reason is the error.
@@ -71,8 +74,8 @@ const (
 // Event is one deduplication decision, handed to the Observer.
 type Event struct {
 	// Op is the operation: claim, extend, complete, release, reserve,
-	// enqueue, recover, join or liveness (a worker's write of its
-	// liveness key).
+	// enqueue, recover, join, liveness (a worker's write of its
+	// liveness key), reset or purge.
 	Op  string
 	Key Key
 	// Outcome is what it decided, a Decision.

@@ -86,7 +86,7 @@ func (m *Metrics) DependencyUp(name string, up bool) {
 var sideOutcomes = map[string][]dedup.Decision{
 	"worker": {dedup.Acquired, dedup.Duplicate, dedup.InProgress, dedup.Conflict,
 		storage.Completed, storage.Released, storage.LeaseLost, storage.BadPayload, storage.Orphaned, storage.LeaseExpired, storage.Errored},
-	"producer": {dedup.Enqueued, dedup.Duplicate, dedup.Conflict, dedup.Throttled, storage.Errored},
+	"producer": {dedup.Enqueued, dedup.Duplicate, dedup.Conflict, dedup.Throttled, storage.Reset, storage.Errored},
 	// The API's own: Idempotency-Key claims (namespace "http") and refusals
 	// before the Producer (a type's namespace).
 	"api": {dedup.Acquired, dedup.Duplicate, dedup.InProgress, dedup.Conflict, storage.BadPayload, storage.Errored},
@@ -132,8 +132,8 @@ func (m *Metrics) Observer(log *zap.Logger, side string) dedup.Observer {
 		}
 		lvl := zap.DebugLevel
 		switch {
-		case d.Outcome == storage.Errored:
-			lvl = zap.WarnLevel
+		case d.Outcome == storage.Errored, d.Op == "reset", d.Op == "purge":
+			lvl = zap.WarnLevel // an operator's reset or purge is audited
 		case blocks(d.Outcome):
 			lvl = zap.InfoLevel
 		}

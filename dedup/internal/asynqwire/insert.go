@@ -37,14 +37,22 @@ type GuardArgs struct {
 	// the task's hash keeps it with Fingerprint for the joined dequeue. ""
 	// on Redis Cluster, where it sits in another slot.
 	Record, Fingerprint string
+	// Mark is the key's reset mark, read and deleted with Record: an insert
+	// of an Incarnation below the one it holds is refused
+	// (InsertResult.Incarnation), so a reset key's next life gets a new
+	// downstream key.
+	Mark        string
+	Incarnation int
 	// Replace are the task states an existing task of the job is replaced
 	// from in the same step ("pending", "scheduled", "archived",
 	// "completed"); otherwise it refuses the insert.
 	Replace []string
 	// Windows are taken for Holder in the insert's step, checked before
-	// anything else (outside Cluster only, with a Record).
-	Holder  string
-	Windows []Window
+	// anything else (outside Cluster only, with a Record); the ones taken
+	// are added to WindowSet, which lives as long as the longest of them.
+	Holder    string
+	WindowSet string
+	Windows   []Window
 	// Successor, when set, runs the insert under the successor policy
 	// (lua/successor.lua) in place of the guard: with Record, outside
 	// Cluster only.
@@ -83,6 +91,9 @@ type InsertResult struct {
 	// Waiting: the job waits as the successor of its key's running job;
 	// Displaced: in place of another that waited.
 	Waiting, Displaced bool
+	// Incarnation, when not 0, refused the insert: the key was reset, and
+	// its next insert must be of this incarnation or later.
+	Incarnation int
 	// Found: a refusal outside Cluster carries what holds the key: its task
 	// (nil when none) and its record as stored ("" when none) with its TTL.
 	Found     bool
@@ -265,17 +276,19 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		return c, true
 	}
 	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
-	c.keys = make([]string, 0, 7+len(ga.Windows))
+	c.keys = make([]string, 0, 9+len(ga.Windows))
 	c.keys = append(c.keys, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
 	replace := ""
 	if len(ga.Replace) > 0 {
 		replace = "," + strings.Join(ga.Replace, ",") + ","
 	}
-	c.args = make([]any, 0, 7+2*len(ga.Windows))
+	c.args = make([]any, 0, 8+2*len(ga.Windows))
 	c.args = append(c.args, args[0], args[1], args[2], id, replace, ga.Fingerprint)
 	if ga.Record != "" {
-		c.keys = append(c.keys, ga.Record)
+		c.keys = append(c.keys, ga.Record, ga.Mark)
+		c.args = append(c.args, max(ga.Incarnation, 1))
 		if len(ga.Windows) > 0 {
+			c.keys = append(c.keys, ga.WindowSet)
 			c.args = append(c.args, ga.Holder)
 			for _, w := range ga.Windows {
 				rep := "0"
@@ -347,7 +360,12 @@ func insertResult(ins Insert, v any) (InsertResult, error) {
 		r.Inserted = a == 1
 	case []any:
 		switch len(a) {
-		case 2: // inserted, with windows
+		case 2: // inserted, with windows; or {-2, n}: a reset left incarnation n
+			if n, ok := a[0].(int64); ok && n == -2 {
+				inc, _ := a[1].(int64)
+				r.Incarnation = int(inc)
+				break
+			}
 			r.Inserted, r.Taken = true, str(a, 1)
 		case 4: // {-1, i, holder, pttl}: a window refused it
 			i, _ := a[1].(int64)

@@ -8,6 +8,7 @@
 -- KEYS[5] -> asynq:{<queue>}:archived
 -- KEYS[6] -> asynq:{<queue>}:completed
 -- KEYS[7] -> onceq:{ns/id}:rec, the idempotency record; absent on Cluster (another slot)
+-- KEYS[8] -> onceq:{ns/id}:inc, the key's next incarnation after a reset (with KEYS[7])
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the asynq states an existing task may be replaced from, comma
 --            delimited on both ends (",archived," or ",pending,scheduled,"); "" none.
@@ -15,10 +16,13 @@
 --            retention outlived the record's done TTL (asynq's janitor lags)
 -- ARGV[6] -> the job's fingerprint, kept in the task's hash with KEYS[7] as
 --            onceq_fp and onceq_rec so the worker's dequeue can claim it (join.go)
--- KEYS[8..] -> onceq:{ns/id}:win, the job's rule windows (outside Cluster
+-- ARGV[7] -> the incarnation the task's headers carry (with KEYS[7])
+-- KEYS[9] -> onceq:{ns/id}:wins, the windows the job took (with rules): a
+--            reset finds them there; it lives as long as the longest of them
+-- KEYS[10..] -> onceq:{ns/id}:win, the job's rule windows (outside Cluster
 --            only: there they are one step with the insert)
--- ARGV[7] -> the holder (the job key), with rules
--- ARGV[6+2i], ARGV[7+2i] -> rule i's window in ms, and "1" when a repeat of
+-- ARGV[8] -> the holder (the job key), with rules
+-- ARGV[7+2i], ARGV[8+2i] -> rule i's window in ms, and "1" when a repeat of
 --            its holder is refused too (Rule.Repeats), "2" when it is refused
 --            once the key has forgotten the job (Rule.OutlastsKey: no done
 --            record, no task but a completed one)
@@ -26,20 +30,23 @@
 -- with rules {1, taken} on insert, taken a "1" or "0" per rule (a window
 -- its holder already had is left alone), and {-1, i, holder, PTTL} when
 -- rule i's window refused the job, before anything else is looked at (a
--- "2" window held by its holder: after the record). It is
+-- "2" window held by its holder: after the record). {-2, n} refuses, with
+-- nothing written, an insert of an incarnation below n, which a reset left
+-- in KEYS[8] (the reset key's next life gets a new downstream key); an
+-- insert at n or above deletes it. It is
 -- also refused, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
 -- Outside Cluster a refusal is {0, the task's msg, state, result, the
 -- record, its PTTL} ("" for what is absent; PTTL -2 without a record).
 -- A replaced task is removed in the same step as its successor is inserted:
 -- never both, never neither.
-for i = 8, #KEYS do
+for i = 10, #KEYS do
   local h = redis.call('GET', KEYS[i])
-  if h and (h ~= ARGV[7] or ARGV[7 + 2 * (i - 7)] == '1') then
-    return {-1, i - 7, h, redis.call('PTTL', KEYS[i])}
+  if h and (h ~= ARGV[8] or ARGV[8 + 2 * (i - 9)] == '1') then
+    return {-1, i - 9, h, redis.call('PTTL', KEYS[i])}
   end
 end
-local rec
+local rec, inc = nil, 0
 -- A refusal outside Cluster carries what holds the key, so the producer
 -- can describe it without reading again.
 local function refuse()
@@ -61,13 +68,17 @@ if KEYS[7] then
   -- A "2" window its own holder has: the repeat is the key's to answer
   -- only while the key still knows the job.
   local state
-  for i = 8, #KEYS do
-    if ARGV[7 + 2 * (i - 7)] == '2' and redis.call('GET', KEYS[i]) == ARGV[7] then
+  for i = 10, #KEYS do
+    if ARGV[8 + 2 * (i - 9)] == '2' and redis.call('GET', KEYS[i]) == ARGV[8] then
       state = state or redis.call('HGET', KEYS[1], 'state') or 'none'
       if state == 'none' or state == 'completed' then
-        return {-1, i - 7, ARGV[7], redis.call('PTTL', KEYS[i])}
+        return {-1, i - 9, ARGV[8], redis.call('PTTL', KEYS[i])}
       end
     end
+  end
+  inc = tonumber(redis.call('GET', KEYS[8]) or '0')
+  if inc > tonumber(ARGV[7]) then
+    return {-2, inc}
   end
 end
 -- Without states to replace from, asynq's own insert refuses an existing
@@ -96,16 +107,25 @@ if n == 0 then
 end
 if KEYS[7] then
   redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
+  if inc > 0 then
+    redis.call('DEL', KEYS[8])
+  end
 end
-if #KEYS < 8 then
+if #KEYS < 10 then
   return n
 end
-local taken = ''
-for i = 8, #KEYS do
-  if redis.call('SET', KEYS[i], ARGV[7], 'NX', 'PX', ARGV[6 + 2 * (i - 7)]) then
+local taken, longest = '', 0
+for i = 10, #KEYS do
+  local ttl = tonumber(ARGV[7 + 2 * (i - 9)])
+  if redis.call('SET', KEYS[i], ARGV[8], 'NX', 'PX', ttl) then
     taken = taken .. '1'
+    redis.call('SADD', KEYS[9], KEYS[i])
+    longest = math.max(longest, ttl)
   else
     taken = taken .. '0'
   end
+end
+if longest > 0 and longest > redis.call('PTTL', KEYS[9]) then
+  redis.call('PEXPIRE', KEYS[9], longest)
 end
 return {n, taken}

@@ -1,0 +1,62 @@
+-- Reset a key (Producer.Reset): its record, successor, rule windows and
+-- task go in one step, and the key is free at once.
+-- KEYS[1] -> onceq:{ns/id}:rec, the idempotency record
+-- KEYS[2] -> onceq:{ns/id}:next, the key's successor
+-- KEYS[3] -> onceq:{ns/id}:wins, the windows its job took
+-- KEYS[4] -> onceq:{ns/id}:inc, the mark of the key's next incarnation
+-- KEYS[5] -> asynq:{<queue>}:t:<id>, the key's task; KEYS[5..10] are absent
+--            on Cluster, where the task sits in another slot
+-- KEYS[6..10] -> asynq:{<queue>}:pending, scheduled, retry, archived, completed
+-- ARGV[1] -> "1": a running job is let finish unrecorded (its record goes,
+--            so its completion is refused as a lost lease; its task stays
+--            for asynq to acknowledge); else a running job refuses the reset
+-- ARGV[2] -> the holder (the key) the windows in KEYS[3] were taken for
+-- ARGV[3] -> the incarnation the key's next job is, left in KEYS[4] when a
+--            record or task went (the larger one stays)
+-- ARGV[4] -> KEYS[4]'s TTL in ms
+-- Returns {1, task state, record} reset ({2, ...} with a running job let
+-- finish unrecorded), {0, "", ""} when nothing was
+-- there, {-1, task state, record} a running job refused it ("" for what is
+-- absent). The windows are read from KEYS[3], not passed: their keys derive
+-- from the payload (outside Cluster only, where any key is reachable).
+-- Later keys and arguments are the caller's to add (the key's history).
+local rec = redis.call('GET', KEYS[1])
+local state = KEYS[5] and redis.call('HGET', KEYS[5], 'state')
+local running = state == 'active'
+if not running and rec and string.sub(rec, 1, 2) == 'r|' then
+  -- A running record's lease is live while its PTTL exceeds its grace.
+  running = redis.call('PTTL', KEYS[1]) > tonumber(string.match(rec, '|(%d+)$') or '0')
+end
+if running and ARGV[1] ~= '1' then
+  return {-1, state or '', rec or ''}
+end
+local n = redis.call('DEL', KEYS[1], KEYS[2])
+for _, w in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  if redis.call('GET', w) == ARGV[2] then
+    n = n + redis.call('DEL', w)
+  end
+end
+n = n + redis.call('DEL', KEYS[3])
+if state and state ~= 'active' then
+  if state == 'pending' then
+    redis.call('LREM', KEYS[6], 0, string.match(KEYS[5], ':t:(.*)$'))
+  else
+    local set = ({scheduled = KEYS[7], retry = KEYS[8], archived = KEYS[9], completed = KEYS[10]})[state]
+    if set then
+      redis.call('ZREM', set, string.match(KEYS[5], ':t:(.*)$'))
+    end
+  end
+  redis.call('DEL', KEYS[5])
+end
+if rec or state then
+  local inc = tonumber(ARGV[3])
+  if inc > tonumber(redis.call('GET', KEYS[4]) or '0') then
+    redis.call('SET', KEYS[4], inc, 'PX', ARGV[4])
+  end
+elseif n == 0 then
+  return {0, '', ''}
+end
+if running then
+  return {2, state or '', rec or ''}
+end
+return {1, state or '', rec or ''}
