@@ -50,6 +50,7 @@ type ProducerOptions struct {
 
 // Producer enqueues Jobs under their dedup policy. Safe for concurrent use.
 type Producer struct {
+	rdb    redis.UniversalClient
 	client *asynq.Client
 	insp   *asynq.Inspector
 	store  storage.Store
@@ -80,6 +81,7 @@ func NewProducer(rdb redis.UniversalClient, store storage.Store, opts ProducerOp
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	p := &Producer{
+		rdb:     rdb,
 		client:  asynq.NewClientFromRedisClient(rdb),
 		insp:    asynq.NewInspectorFromRedisClient(rdb),
 		store:   store,
@@ -191,6 +193,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		next.delay, next.first = j.Repeat.Delay, time.Now().UnixMilli()
 	}
 	for try := 0; ; try++ {
+		next.last = try >= 2
 		info, guard, err := p.insert(ctx, j, holder, next, headers, fold)
 		var found *refusal
 		if guard != nil {
@@ -250,6 +253,8 @@ type insert struct {
 	replace     []string // asynq states the existing task may be replaced from
 	delay       time.Duration
 	first       int64 // debounce: the run's first acceptance, Unix ms
+	// last: a refusal of this insert is final (refused may not replace).
+	last bool
 }
 
 // The guard it returns (nil unguarded) says what held j's key when it
@@ -301,6 +306,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		return info, nil, err
 	}
 	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, p.cluster, in.replace...)
+	guard.recording(ctx, j, in)
 	if fold {
 		guard.withRules(j.Rules, holder)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/history"
 )
 
 // Guard is what the library checks and takes in the same step as asynq's
@@ -41,6 +43,19 @@ type GuardArgs struct {
 	// from in the same step ("pending", "scheduled", "archived",
 	// "completed"); otherwise it refuses the insert.
 	Replace []string
+	// History is the key's history (with a Record): the guard appends
+	// its decision to it in its step (internal/history). Head starts each
+	// entry; Inserted ends an insert's ("enqueued|<incarnation>|<reason>"),
+	// which keeps the history HistoryTTL at least. A refusal is recorded
+	// unless the existing task's state is in Next, from which the producer
+	// replaces it (its insert records that): "pending" and "scheduled"
+	// may be "~pending", "~scheduled", only for other content.
+	History, Head, Inserted string
+	HistoryTTL              time.Duration
+	Next                    []string
+	// Incarnation of the job, kept in its task's hash for the worker's
+	// history (0 or 1: none kept).
+	Incarnation int
 	// Windows are taken for Holder in the insert's step, checked before
 	// anything else (outside Cluster only, with a Record).
 	Holder  string
@@ -173,7 +188,7 @@ var guardSource = func() map[string]string {
 	m := map[string]string{}
 	for _, name := range []string{"enqueue.lua", "schedule.lua"} {
 		src, _ := asynqScript(name)
-		full := "local function asynq_insert()" + "\n" + src + "\nend\n" + source("guard.lua")
+		full := history.Lua + "local function asynq_insert()" + "\n" + src + "\nend\n" + source("guard.lua")
 		m[redis.NewScript(full).Hash()] = full
 	}
 	return m
@@ -250,16 +265,17 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 	}
 	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
 	sk := stateKeys(queue)
-	c.keys = make([]string, 0, 7+len(ga.Windows))
+	c.keys = make([]string, 0, 8+len(ga.Windows))
 	c.keys = append(c.keys, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
-	replace := ""
-	if len(ga.Replace) > 0 {
-		replace = "," + strings.Join(ga.Replace, ",") + ","
-	}
-	c.args = make([]any, 0, 7+2*len(ga.Windows))
-	c.args = append(c.args, args[0], args[1], args[2], id, replace, ga.Fingerprint)
+	c.args = make([]any, 0, 12+2*len(ga.Windows))
+	c.args = append(c.args, args[0], args[1], args[2], id, states(ga.Replace), ga.Fingerprint)
 	if ga.Record != "" {
-		c.keys = append(c.keys, ga.Record)
+		inc := ""
+		if ga.Incarnation > 1 {
+			inc = strconv.Itoa(ga.Incarnation)
+		}
+		c.keys = append(c.keys, ga.Record, ga.History)
+		c.args = append(c.args, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), inc)
 		if len(ga.Windows) > 0 {
 			c.args = append(c.args, ga.Holder)
 			for _, w := range ga.Windows {
@@ -275,6 +291,15 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		}
 	}
 	return c, true
+}
+
+// states is a list of states as the guard reads it: comma delimited on
+// both ends, "" for none.
+func states(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return "," + strings.Join(s, ",") + ","
 }
 
 // cmd is the call as a command of name ("evalsha" or "eval").
