@@ -105,9 +105,9 @@ func NewAcks(finish string) Acks { return ackScripts(finish) }
 type Completion struct {
 	// History is the key's history, Entry the completion's entry in it.
 	Record, Holder, History, Entry string
-	Now            time.Time
-	Result         []byte
-	TTL            time.Duration
+	Now                            time.Time
+	Result                         []byte
+	TTL                            time.Duration
 }
 
 // Run runs asynq's acknowledgement (sha, keys, args) of task id with the
