@@ -6,8 +6,10 @@
 //
 // An entry is one line:
 //
-//	<unix ms>|<way in>|<task id>|<decision>|<incarnation>|<reason>
+//	<unix ms, base 36>|<way in>|<task id>|<decision>|<incarnation>|<reason>
 //
+// The decisions the library makes are one letter (Codes); a longer word is
+// the decision itself, so a new one needs no code.
 // The task id is "" for the key's own (Key.TaskID, what every job the
 // Producer guards carries), the incarnation "" when unknown; only the
 // reason, last, may contain '|'. A string rather than a list: on Redis 7.0
@@ -22,6 +24,22 @@ import (
 	"strings"
 	"time"
 )
+
+// Codes are the letters of the library's decisions in an entry, which the
+// scripts write as they decide (history.lua's callers): a done key's
+// history stays inside the memory budget of a remembered job.
+var Codes = map[string]string{
+	"enqueued": "e", "duplicate": "d", "conflict": "c", "throttled": "t",
+	"acquired": "a", "completed": "k", "released": "r",
+}
+
+var words = func() map[string]string {
+	m := make(map[string]string, len(Codes))
+	for w, c := range Codes {
+		m[c] = w
+	}
+	return m
+}()
 
 // Keep is how many entries a key's history keeps.
 const Keep = 32
@@ -57,7 +75,7 @@ const maxReason = 120
 // script appends "<decision>|<incarnation>|<reason>".
 func Head(at time.Time, way, taskID string) string {
 	b := make([]byte, 0, 24+len(way)+len(taskID))
-	b = strconv.AppendInt(b, at.UnixMilli(), 10)
+	b = strconv.AppendInt(b, at.UnixMilli(), 36)
 	b = append(b, '|')
 	b = append(b, clean(way, 64, true)...)
 	b = append(b, '|')
@@ -71,6 +89,9 @@ func Tail(decision string, incarnation int, reason string) string {
 	inc := ""
 	if incarnation > 0 {
 		inc = strconv.Itoa(incarnation)
+	}
+	if c, ok := Codes[decision]; ok {
+		decision = c
 	}
 	return clean(decision, 32, true) + "|" + inc + "|" + clean(reason, maxReason, false)
 }
@@ -110,11 +131,14 @@ func Parse(s string) ([]Entry, error) {
 		if len(f) != 6 {
 			return out, fmt.Errorf("%w: %.60q", errBad, line)
 		}
-		ms, err := strconv.ParseInt(f[0], 10, 64)
+		ms, err := strconv.ParseInt(f[0], 36, 64)
 		if err != nil {
 			return out, fmt.Errorf("%w: %.60q", errBad, line)
 		}
 		e := Entry{At: time.UnixMilli(ms), Way: f[1], TaskID: f[2], Decision: f[3], Reason: f[5]}
+		if w, ok := words[e.Decision]; ok {
+			e.Decision = w
+		}
 		if f[4] != "" {
 			if e.Incarnation, err = strconv.Atoi(f[4]); err != nil {
 				return out, fmt.Errorf("%w: %.60q", errBad, line)

@@ -3,13 +3,14 @@
 -- key appends through this function (Go prepends it, with HISTORY_KEEP).
 -- key   -> onceq:{ns/id}:hist, a string: entries newest first, one per line
 -- entry -> one entry, built by internal/history (Pack, or Head and a tail of
---          the same layout: "<decision>|<incarnation>|<reason>")
+--          the same layout: "<decision>|<incarnation>|<reason>", the
+--          decision as its code: history.Codes)
 -- ttl   -> ms
 -- how   -> 'max': the history lives at least ttl more (a decision that keeps
 --          the key: an insert, a claim, a failed run);
 --          'keep': its TTL stays, ttl is for a history that had none (a
 --          refusal: it does not make the key remembered longer);
---          'done': the run is over: the entries of its claims ('acquired')
+--          'done': the run is over: the entries of its claims ('a', acquired)
 --          leave, and the history lives exactly ttl, as the done record.
 -- At most HISTORY_KEEP entries are kept: the oldest leave first.
 local function onceq_history(key, entry, ttl, how)
@@ -21,7 +22,7 @@ local function onceq_history(key, entry, ttl, how)
       if #lines >= HISTORY_KEEP then
         break
       end
-      if how ~= 'done' or not string.find(l, '^%d+|[^|]*|[^|]*|acquired|') then
+      if how ~= 'done' or not string.find(l, '^%w+|[^|]*|[^|]*|a|') then
         lines[#lines + 1] = l
       end
     end

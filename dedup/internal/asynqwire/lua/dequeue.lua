@@ -12,7 +12,8 @@
 -- ARGV[6] -> the record's TTL in ms: lease and grace
 -- ARGV[7] -> grace in ms: how long a running record outlives its lease
 -- ARGV[8] -> the head of the history entry of a claim (internal/history
---            Head: now, "worker", ""), ended here with "acquired|<incarnation>|"
+--            Head: now, "worker", ""), ended here with "a|<incarnation>|"
+--            (a: acquired, history.Codes)
 -- The task's hash carries onceq_rec (its record's key), onceq_fp (its
 -- fingerprint), onceq_hist (its key's history) and onceq_inc (its
 -- incarnation, when not the first) when onceq's producer guard enqueued it
@@ -49,7 +50,7 @@ local old = redis.call('SET', t[2],
   'NX', 'PX', ARGV[6], 'GET')
 if not old then
   if t[4] then
-    onceq_history(t[4], ARGV[8] .. 'acquired|' .. (t[5] or '1') .. '|', ARGV[6], 'max')
+    onceq_history(t[4], ARGV[8] .. 'a|' .. (t[5] or '1') .. '|', ARGV[6], 'max')
   end
   return {t[1], id, 1, t[2], fp}
 end

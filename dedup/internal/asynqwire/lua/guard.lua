@@ -18,7 +18,8 @@
 --            onceq_fp and onceq_rec so the worker's dequeue can claim it (join.go)
 -- ARGV[7] -> the head of the history's entries (internal/history Head: time,
 --            way in, task id), which the guard ends with its decision:
--- ARGV[8] -> an insert's end of entry ("enqueued|<incarnation>|<reason>")
+--            (its code, history.Codes: d duplicate, c conflict, t throttled)
+-- ARGV[8] -> an insert's end of entry ("e|<incarnation>|<reason>", history.Tail)
 -- ARGV[9] -> the history's TTL in ms on insert (the job's unique window)
 -- ARGV[10] -> the states of an existing task from which the producer
 --            replaces it after a refusal (",completed,archived,"; "~pending"
@@ -46,7 +47,7 @@
 local W, H = 8, 12 -- rule i's window is KEYS[W + i]; the holder ARGV[H]
 local function throttled(i, h)
   local pttl = redis.call('PTTL', KEYS[W + i])
-  onceq_history(KEYS[8], ARGV[7] .. 'throttled||' .. h, pttl, 'keep')
+  onceq_history(KEYS[8], ARGV[7] .. 't||' .. h, pttl, 'keep')
   return {-1, i, h, pttl}
 end
 for i = W + 1, #KEYS do
@@ -81,9 +82,9 @@ local function refuse()
     local inc = t[5] or (state and '1') or ''
     if same then
       local st = (done and 'done') or state or 'unknown'
-      onceq_history(KEYS[8], ARGV[7] .. 'duplicate|' .. inc .. '|' .. st, pttl > 0 and pttl or ARGV[9], 'keep')
+      onceq_history(KEYS[8], ARGV[7] .. 'd|' .. inc .. '|' .. st, pttl > 0 and pttl or ARGV[9], 'keep')
     else
-      onceq_history(KEYS[8], ARGV[7] .. 'conflict|' .. inc .. '|', pttl > 0 and pttl or ARGV[9], 'keep')
+      onceq_history(KEYS[8], ARGV[7] .. 'c|' .. inc .. '|', pttl > 0 and pttl or ARGV[9], 'keep')
     end
   end
   return {0, t[1] or '', t[2] or '', t[3] or '', r, pttl}
