@@ -166,3 +166,54 @@ func TestHistoryThroughServer(t *testing.T) {
 		})
 	}
 }
+
+// The guard records a conflict, and a refusal it follows with a
+// replacement only as that replacement.
+func TestHistoryConflictAndReplace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	type doc struct {
+		ID   string `json:"id"`
+		Body string `json:"body"`
+	}
+	strict := dedup.Define(dedup.Spec[doc]{Type: "hist:strict", ID: func(d doc) string { return d.ID }})
+	r, err := dedup.ParseRepeat("replace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replacing := dedup.Define(dedup.Spec[doc]{Type: "hist:replace", ID: func(d doc) string { return d.ID }, Repeat: r})
+	p, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := func(k dedup.Key) []string {
+		h, err := p.History(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range h {
+			out = append(out, entry(e))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		kind *dedup.Typed[doc]
+		want []string
+	}{
+		{strict, []string{"library conflict  1", "library enqueued  1"}},
+		{replacing, []string{"library enqueued replaced 1", "library enqueued  1"}},
+	} {
+		first, other := c.kind.Job(doc{ID: "d-1", Body: "a"}), c.kind.Job(doc{ID: "d-1", Body: "b"})
+		if _, err := p.Enqueue(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Enqueue(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		if got := history(first.Key); !slices.Equal(got, c.want) {
+			t.Errorf("%s: history %q, want %q", c.kind.Type, got, c.want)
+		}
+	}
+}
