@@ -3,11 +3,13 @@ package dedup
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/internal/history"
 	"github.com/onceq/onceq/dedup/storage"
 )
 
@@ -28,6 +30,10 @@ type enqueueGuard struct {
 	// successor: the insert runs under the successor policy; the job
 	// waits at most this long for its key's run to end.
 	successor time.Duration
+	// The history's side (recording).
+	head, inserted string
+	unique         time.Duration
+	next           []string
 	// incarnation is the one the task's headers carry.
 	incarnation int
 
@@ -75,6 +81,32 @@ func (g *enqueueGuard) withRules(rules []*Rule, holder string) {
 	g.rules, g.holder = rules, holder
 }
 
+// recording has the insert record its decision about j's insert in in the
+// key's history: the way in of ctx, the incarnation, and when a refusal is
+// followed by another insert (the producer replaces the task: refused and
+// replaceable), so that only the insert records.
+func (g *enqueueGuard) recording(ctx context.Context, j Job, in insert) {
+	g.head, g.unique, g.incarnation = enqueueHead(ctx), j.Unique, in.incarnation
+	reason := ""
+	if slices.Contains(in.replace, "pending") {
+		reason = "replaced"
+	}
+	g.inserted = history.Tail(string(Enqueued), in.incarnation, reason)
+	if in.last {
+		return
+	}
+	g.next = []string{"completed"}
+	if !j.KeepFailed {
+		g.next = append(g.next, "archived")
+	}
+	switch j.Repeat.Policy {
+	case repeatDebounce:
+		g.next = append(g.next, "pending", "scheduled")
+	case repeatReplace:
+		g.next = append(g.next, "~pending", "~scheduled")
+	}
+}
+
 // Args are the guard's side of the insert of ins.
 func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	if ins.ID != g.key.TaskID() {
@@ -93,6 +125,8 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	if len(g.rules) > 0 {
 		a.WindowSet = windowsKey(g.key)
 	}
+	a.History, a.Head, a.Inserted, a.HistoryTTL = historyKey(g.key), g.head, g.inserted, g.unique
+	a.Next = g.next
 	for _, r := range g.rules {
 		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window,
 			Repeats: r.Repeats, OutlastsKey: r.OutlastsKey})

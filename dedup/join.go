@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/internal/history"
 	"github.com/onceq/onceq/dedup/internal/storerule"
 	"github.com/onceq/onceq/dedup/storage"
 )
@@ -74,6 +75,7 @@ func (c joinedClaim) held() (storage.Hold, bool) {
 }
 
 type parked struct {
+	ctx    context.Context // the run's: its task and incarnation, for the history
 	h      storage.Hold
 	result []byte
 	ttl    time.Duration
@@ -140,6 +142,7 @@ func (j *joiner) dequeue(ctx context.Context, queue, sha string, keys []string, 
 	out := redis.NewCmd(ctx)
 	c := j.claim
 	c.Token, c.Now = nextToken(), time.Now()
+	c.Head = history.Head(c.Now, sourceWorker, "")
 	d, err := asynqwire.Dequeue(ctx, j.store.rdb, sha, keys, args, c)
 	if d.Plain && j.off.CompareAndSwap(false, true) {
 		j.m.opts.Observer(ctx, Event{Op: opJoin, Outcome: outcomeOff,
@@ -217,14 +220,14 @@ func (j *joiner) park(ctx context.Context, h storage.Hold, result []byte, ttl ti
 	if !ok {
 		return false
 	}
-	j.parkAs(taskName(q, id), h, result, ttl, sink)
+	j.parkAs(ctx, taskName(q, id), h, result, ttl, sink)
 	return true
 }
 
-func (j *joiner) parkAs(name taskRef, h storage.Hold, result []byte, ttl time.Duration, sink *resultSink) {
+func (j *joiner) parkAs(ctx context.Context, name taskRef, h storage.Hold, result []byte, ttl time.Duration, sink *resultSink) {
 	j.mu.Lock()
 	old := j.parked[name]
-	j.parked[name] = &parked{h: h, result: result, ttl: ttl, sink: sink, at: time.Now()}
+	j.parked[name] = &parked{ctx: context.WithoutCancel(ctx), h: h, result: result, ttl: ttl, sink: sink, at: time.Now()}
 	j.mu.Unlock()
 	if old != nil {
 		go j.recordAlone(old)
@@ -256,7 +259,8 @@ func (j *joiner) ack(ctx context.Context, sha string, p *parked, keys []string, 
 		return j.store.rdb.EvalSha(ctx, sha, keys, args...)
 	}
 	n, v, err := j.acks.Run(ctx, j.store.rdb, sha, keys, args,
-		asynqwire.Completion{Record: recordKey(p.h.Key), Holder: holderPrefix(p.h), Now: time.Now(), Result: p.result, TTL: ttl})
+		asynqwire.Completion{Record: recordKey(p.h.Key), Holder: holderPrefix(p.h), Now: time.Now(), Result: p.result, TTL: ttl,
+			History: historyKey(p.h.Key), Entry: workerEntry(p.ctx, p.h.Key, outcomeCompleted, "")})
 	if err != nil {
 		// Redis trouble: asynq retries its acknowledgement alone; the
 		// completion is retried apart while the lease lasts.
@@ -284,7 +288,7 @@ func (j *joiner) record(p *parked, err error) {
 // After a joined acknowledgement's error the script may have run, its
 // reply lost: then the record is done already, by this hold.
 func (j *joiner) recordAlone(p *parked) {
-	ctx, cancel := context.WithTimeout(context.Background(), j.m.opts.Lease)
+	ctx, cancel := context.WithTimeout(p.ctx, j.m.opts.Lease)
 	defer cancel()
 	if j.m.recorded(ctx, p.h) {
 		j.record(p, nil)

@@ -165,7 +165,7 @@ func (m *Middleware) deliver(ctx context.Context, t *asynq.Task, next asynq.Hand
 	}
 	d.run = r
 	k, fp := r.Key, r.Fingerprint
-	c, err := m.claim(ctx, k, fp)
+	c, err := m.claim(withRun(ctx, r), k, fp) // the run names itself in the key's history
 	if err != nil {
 		return err // Redis trouble: asynq retries
 	}

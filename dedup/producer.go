@@ -197,6 +197,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		next.delay, next.first = j.Repeat.Delay, time.Now().UnixMilli()
 	}
 	for try := 0; ; try++ {
+		next.last = try >= 2
 		info, guard, err := p.insert(ctx, j, holder, next, headers, fold)
 		var found *refusal
 		if guard != nil {
@@ -269,6 +270,8 @@ type insert struct {
 	first       int64  // debounce: the run's first acceptance, Unix ms
 	successor   bool   // through lua/successor.lua (the successor policy)
 	why         string // why the key has a new incarnation (Outcome.Reason)
+	// last: a refusal of this insert is final (refused may not replace).
+	last bool
 }
 
 // The guard it returns (nil unguarded) says what held j's key when it
@@ -320,7 +323,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		return info, nil, err
 	}
 	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, p.cluster, in.replace...)
-	guard.incarnation = in.incarnation
+	guard.recording(ctx, j, in)
 	if fold {
 		guard.withRules(j.Rules, holder)
 	}

@@ -54,7 +54,9 @@ func (s *redisStore) runningTTL(lease time.Duration) int64 {
 // SET NX PX GET that writes the running record; a done record it returns
 // answers a duplicate or a mismatch at once. Only a running or failed record
 // needs claim.lua, whatever its fingerprint: a mismatch is decided against
-// a done record alone.
+// a done record alone. claim.lua records an acquired claim in the key's
+// history (the run in ctx names its task and incarnation there); the plain
+// SET does not: its run's end is recorded.
 func (s *redisStore) Claim(ctx context.Context, k Key, fingerprint string, lease time.Duration, delivery string) (storage.Claim, error) {
 	if err := storerule.AtLeastMS("lease", lease); err != nil {
 		return storage.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
@@ -132,8 +134,8 @@ func (s *redisStore) claimSlow(ctx context.Context, k Key, fingerprint, owner st
 	if reentrant {
 		again = "1"
 	}
-	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k)}, fingerprint, owner, tok, now,
-		lease.Milliseconds(), s.opts.FailedTTL.Milliseconds(), again).Slice()
+	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k), historyKey(k)}, fingerprint, owner, tok, now,
+		lease.Milliseconds(), s.opts.FailedTTL.Milliseconds(), again, workerEntry(ctx, k, Acquired, "")).Slice()
 	if err != nil {
 		return storage.Claim{}, err
 	}
@@ -204,15 +206,17 @@ func (s *redisStore) Complete(ctx context.Context, h storage.Hold, result []byte
 	if err != nil {
 		return fmt.Errorf("onceq: complete %q: %w", h.Key.String(), err)
 	}
-	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
-		holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds()).Int64()
+	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key), historyKey(h.Key)},
+		holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds(),
+		workerEntry(ctx, h.Key, outcomeCompleted, "")).Int64()
 	return s.finish(ctx, opComplete, outcomeCompleted, h, n, err)
 }
 
 // Release implements Store.
 func (s *redisStore) Release(ctx context.Context, h storage.Hold, cause string) error {
-	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key)},
-		holderPrefix(h), "f", time.Now().UnixMilli(), cause, s.opts.FailedTTL.Milliseconds()).Int64()
+	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key), historyKey(h.Key)},
+		holderPrefix(h), "f", time.Now().UnixMilli(), cause, s.opts.FailedTTL.Milliseconds(),
+		workerEntry(ctx, h.Key, outcomeReleased, cause)).Int64()
 	return s.finishWhy(ctx, opRelease, outcomeReleased, h, n, err, cause)
 }
 

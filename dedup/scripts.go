@@ -4,6 +4,8 @@ import (
 	"embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/history"
 )
 
 //go:embed lua/*.lua
@@ -21,10 +23,11 @@ func luaSource(name string) string {
 func mustScript(name string) *redis.Script { return redis.NewScript(luaSource(name)) }
 
 var (
-	claimScript     = mustScript("claim.lua")
+	// Claims and ends of runs append to the key's history (internal/history).
+	claimScript     = redis.NewScript(history.Lua + luaSource("claim.lua"))
 	purgeScript     = mustScript("purge.lua")
 	extendScript    = mustScript("extend.lua")
-	finishScript    = mustScript("finish.lua")
+	finishScript    = redis.NewScript(history.Lua + luaSource("finish.lua"))
 	reserveScript   = mustScript("reserve.lua")
 	unreserveScript = mustScript("unreserve.lua")
 )

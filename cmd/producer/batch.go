@@ -53,7 +53,7 @@ func readBatch(c *tasks.Catalog, in io.Reader) ([]dedup.Job, error) {
 }
 
 func batch(ctx context.Context, p *dedup.Producer, jobs []dedup.Job, out io.Writer) error {
-	r := enqueueBatch(ctx, p, jobs)
+	r := enqueueBatch(dedup.WithSource(ctx, "batch"), p, jobs)
 	for i, o := range r.Outcomes {
 		if r.Errors[i] != nil {
 			fmt.Fprintf(out, "error %s: %v\n", jobs[i].Key, r.Errors[i])
@@ -149,10 +149,34 @@ func status(ctx context.Context, p *dedup.Producer, k dedup.Key, wait time.Durat
 		}
 		pause = min(2*pause, 500*time.Millisecond)
 	}
+	// The status names the key's history, which producer history lists.
+	h, err := p.History(ctx, k)
+	if err != nil {
+		return err
+	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // a terminal, not a web page: "<a@example.com>" as sent
-	return enc.Encode(st)
+	return enc.Encode(struct {
+		dedup.JobStatus
+		History int `json:"history,omitempty"`
+	}{st, len(h)})
+}
+
+// history prints k's history, newest first, one JSON line per decision.
+func history(ctx context.Context, p *dedup.Producer, k dedup.Key, out io.Writer) error {
+	h, err := p.History(ctx, k)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	for _, e := range h {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // final: the job will not move on its own.

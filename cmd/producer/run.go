@@ -33,6 +33,7 @@ commands:
   status   [--wait D] KEY did this job run? KEY is namespace/id or its task id
   reset    [--finish-running] KEY   operators: free KEY at once (record, windows, task)
   purge    TYPE           operators: free every key of TYPE and delete its waiting tasks
+  history  KEY            why was it skipped? the key's last decisions, newest first
   checkout < orders.jsonl  demo: each {"order_id","account","amount","currency"} line commits the
                           order row and its payment job in one Postgres transaction (the outbox)
   relay                   move jobs committed to the Postgres outbox into asynq, until stopped
@@ -103,7 +104,7 @@ var enqueuers = map[string]func(args []string, stdin io.Reader, stdout io.Writer
 	"enqueue": enqueueArgs,
 }
 
-var commandNames = []string{"batch", "checkout", "email", "enqueue", "payment", "purge", "relay", "reset", "scan", "serve", "status", "version"}
+var commandNames = []string{"batch", "checkout", "email", "enqueue", "history", "payment", "purge", "relay", "reset", "scan", "serve", "status", "version"}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -124,7 +125,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return checkout(ctx, args, stdin, stdout)
 	case "relay":
 		return relay(ctx, args, stdout, stderr)
-	case "batch", "status":
+	case "batch", "status", "history":
 		return withProducer(ctx, cmd, args, stdin, stdout)
 	case "reset", "purge":
 		return operate(ctx, cmd, args, stdout)
@@ -149,7 +150,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
-		o, err := p.Enqueue(ctx, j)
+		o, err := p.Enqueue(dedup.WithSource(ctx, "cli"), j)
 		if err != nil {
 			return err
 		}
@@ -158,7 +159,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	})
 }
 
-// withProducer runs batch and status, whose arguments need no catalog to parse.
+// withProducer runs batch, status and history, whose arguments need no
+// catalog to parse.
 func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if slices.ContainsFunc(args, isHelp) {
 		fmt.Fprintln(stdout, commandHelp[cmd])
@@ -175,13 +177,13 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 		args = fs.Args()
 	}
 	switch {
-	case cmd == "status" && len(args) != 1:
-		return usageErr("status takes one KEY (namespace/id, or its task id), after its flags")
+	case cmd != "batch" && len(args) != 1:
+		return usageErr("%s takes one KEY (namespace/id, or its task id), after its flags", cmd)
 	case cmd == "batch" && len(args) != 0:
 		return usageErr("batch takes no arguments; it reads JSON lines from stdin")
 	}
 	var key dedup.Key
-	if cmd == "status" {
+	if cmd != "batch" {
 		var err error
 		if key, err = dedup.ParseKey(args[0]); err != nil {
 			return &exitErr{code: exitUsage, err: err}
@@ -191,11 +193,14 @@ func withProducer(ctx context.Context, cmd string, args []string, stdin io.Reade
 	if err != nil {
 		return err
 	}
-	if cmd == "status" {
+	if cmd != "batch" {
 		if !slices.ContainsFunc(catalog.Kinds(), func(k *dedup.Kind) bool { return k.Type == key.Namespace }) {
-			return usageErr("status: no task type %q; the types are %s", key.Namespace, strings.Join(typeNames(), ", "))
+			return usageErr("%s: no task type %q; the types are %s", cmd, key.Namespace, strings.Join(typeNames(), ", "))
 		}
 		return connected(ctx, cfg, catalog, func(p *dedup.Producer, _ redis.UniversalClient) error {
+			if cmd == "history" {
+				return history(ctx, p, key, stdout)
+			}
 			return status(ctx, p, key, wait, stdout)
 		})
 	}
@@ -215,7 +220,12 @@ var commandHelp = map[string]string{
 	"status": "usage: producer status [--wait D] KEY\n\nKEY is namespace/id, or the task id the enqueue commands print.\n" +
 		"--wait D waits up to D (10s, 1m) for the job to be done or failed, then prints where it is.\n" +
 		"States: pending, scheduled, running, retry, done, failed, archived, unknown, and outbox\n" +
-		"(committed to the Postgres outbox, not yet relayed).",
+		"(committed to the Postgres outbox, not yet relayed). \"history\" counts the key's decisions\n" +
+		"that producer history KEY lists.",
+	"history": "usage: producer history KEY\n\nKEY is namespace/id, or the task id the enqueue commands print.\n" +
+		"Prints the key's last decisions (at most 32), newest first, one JSON line each: when, the way\n" +
+		"in (cli, batch, library, http:<client>, webhook:<source>, worker), the decision, its reason,\n" +
+		"the task id and the incarnation. Kept while the key is remembered; none: exit 0, no lines.",
 	"reset": "usage: producer reset [--finish-running] KEY\n\nFrees KEY (namespace/id, or its task id) at once: its record, successor, rule windows and\n" +
 		"task go in one step; a pending, scheduled or retrying job is cancelled. The key's next job is a\n" +
 		"new incarnation (a new downstream key). A running job refuses it (exit 6) unless\n" +

@@ -1,5 +1,7 @@
--- Claim a key whose record exists (the first claim is a plain SET NX PX GET).
+-- Claim a key whose record exists (the first claim is a plain SET NX PX GET),
+-- and record an acquired claim in the key's history.
 -- KEYS[1] -> onceq:{ns/id}:rec, the packed record (see record.go)
+-- KEYS[2] -> onceq:{ns/id}:hist, the key's history (internal/history)
 -- ARGV[1] -> fingerprint of the payload ("" skips the mismatch check and keeps
 --            the stored one)
 -- ARGV[2] -> owner: the delivery making the claim
@@ -8,6 +10,7 @@
 -- ARGV[5] -> lease in ms
 -- ARGV[6] -> grace in ms: how long a running record outlives its lease
 -- ARGV[7] -> "1" when the claim is re-entrant for its owner (same delivery)
+-- ARGV[8] -> the history's entry of an acquired claim
 -- Returns:
 --   {1, token, attempt, first_seen_ms}  acquired
 --   {0, record, pttl_ms}                not acquired: done (a duplicate, or a
@@ -49,4 +52,5 @@ end
 redis.call('SET', KEYS[1],
   string.format('r|%.0f|%s|%d|%s|%s|%s|%s', tok, ARGV[2], att, fs, fp, ARGV[4], ARGV[6]),
   'PX', tonumber(ARGV[5]) + tonumber(ARGV[6]))
+onceq_history(KEYS[2], ARGV[8], tonumber(ARGV[5]) + tonumber(ARGV[6]), 'max')
 return {1, tok, att, tonumber(fs)}

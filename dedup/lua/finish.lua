@@ -5,6 +5,10 @@
 -- ARGV[3] -> now in ms (worker's clock: completed/updated stamp)
 -- ARGV[4] -> result (done) or cause (failed)
 -- ARGV[5] -> TTL in ms: done TTL or failed TTL
+-- KEYS[2] -> onceq:{ns/id}:hist, the key's history, with
+-- ARGV[6] -> its entry for this end (internal/history): a done key's history
+--            lives as long as its record, without the entries of its claims;
+--            a failed run's at least the failed TTL (a retry may follow)
 -- Returns: 1 written, 0 when the hold is not current (lease lost: nothing written).
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
@@ -14,4 +18,7 @@ end
 -- updated stamp and the grace with the new stamp and tail.
 local head = string.match(v, '^r(|.*|)[^|]*|[^|]*$')
 redis.call('SET', KEYS[1], ARGV[2] .. head .. ARGV[3] .. '|' .. ARGV[4], 'PX', ARGV[5])
+if KEYS[2] then
+  onceq_history(KEYS[2], ARGV[6], ARGV[5], ARGV[2] == 'd' and 'done' or 'max')
+end
 return 1

@@ -182,7 +182,7 @@ type Accepted struct {
 }
 
 func (s *server) enqueue(ctx context.Context, j dedup.Job) response {
-	out, err := s.opts.Producer.Enqueue(ctx, j)
+	out, err := s.opts.Producer.Enqueue(dedup.WithSource(ctx, source(ctx)), j)
 	if err != nil {
 		s.unsure.add(principal(ctx), j.Key)
 		s.opts.Observer(ctx, dedup.Event{Op: "enqueue", Key: j.Key, Outcome: "error", Reason: err.Error()})

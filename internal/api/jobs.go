@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -16,7 +17,14 @@ import (
 type Job = dedup.JobStatus
 
 func (s *server) job(w http.ResponseWriter, r *http.Request) {
-	k, err := dedup.ParseKey(r.PathValue("key"))
+	raw := r.PathValue("key")
+	// GET /v1/jobs/{key}/history; an id that itself ends in "/history"
+	// escapes its '/' as %2F.
+	hist := strings.HasSuffix(r.URL.EscapedPath(), historySuffix)
+	if hist {
+		raw = strings.TrimSuffix(raw, historySuffix)
+	}
+	k, err := dedup.ParseKey(raw)
 	if err != nil {
 		problem(http.StatusBadRequest, probBadRequest, "the job must be a key namespace/id (URL-escaped) or its task id: "+err.Error()).write(w)
 		return
@@ -26,6 +34,10 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 	mine, err := readsAll(ctx), error(nil)
 	if !mine {
 		mine, err = s.owns(ctx, k, principal(ctx))
+	}
+	if hist {
+		s.history(ctx, w, k, mine, err)
+		return
 	}
 	var st dedup.JobStatus
 	if err == nil && mine {
@@ -43,4 +55,32 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jsonResponse(http.StatusOK, st).write(w)
+}
+
+const historySuffix = "/history"
+
+// History is the body of GET /v1/jobs/{key}/history: the key's last
+// decisions, newest first (dedup.Producer.History).
+type History struct {
+	Key     string               `json:"key"`
+	Entries []dedup.HistoryEntry `json:"entries"`
+}
+
+// history answers GET /v1/jobs/{key}/history, scoped as GET /v1/jobs/{key}:
+// mine is whether the caller may read k (err when that read failed).
+func (s *server) history(ctx context.Context, w http.ResponseWriter, k dedup.Key, mine bool, err error) {
+	var es []dedup.HistoryEntry
+	if err == nil && mine {
+		es, err = s.opts.Producer.History(ctx, k)
+	}
+	if err != nil {
+		s.opts.Log.Warn("api: job history failed", zap.String("key", k.String()), zap.Error(err))
+		unavailable("retry later").write(w)
+		return
+	}
+	if !mine || len(es) == 0 {
+		problem(http.StatusNotFound, probNotFound, "no history of "+k.String()+" is known (or it expired)").write(w)
+		return
+	}
+	jsonResponse(http.StatusOK, History{Key: k.String(), Entries: es}).write(w)
 }

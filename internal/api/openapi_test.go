@@ -168,6 +168,8 @@ func TestOpenAPI(t *testing.T) {
 	}
 	check(req{method: http.MethodGet, path: "/v1/jobs/" + k.TaskID()}, http.StatusOK)
 	check(req{method: http.MethodGet, path: "/v1/jobs/payment:charge=nope"}, http.StatusNotFound)
+	check(req{method: http.MethodGet, path: "/v1/jobs/payment:charge%2Fpmt-oas-1/history"}, http.StatusOK)
+	check(req{method: http.MethodGet, path: "/v1/jobs/payment:charge%2Fnope/history"}, http.StatusNotFound)
 	check(req{method: http.MethodGet, path: "/openapi.json"}, http.StatusOK)
 
 	seed := `{"id":"evt_oas","event":"user.created","data":{"name":"Alice"}}`

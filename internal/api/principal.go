@@ -105,6 +105,16 @@ func principal(ctx context.Context) string {
 	return Anonymous
 }
 
+// source is the way in a key's history names for the caller's enqueues:
+// "webhook:<source>" for a webhook, else "http:<client>".
+func source(ctx context.Context) string {
+	p := principal(ctx)
+	if src, ok := strings.CutPrefix(p, webhookPrefix); ok {
+		return "webhook:" + src
+	}
+	return "http:" + p
+}
+
 // readsAll reports whether the caller may read every job (Client.ReadAll,
 // or the one caller of a shared scope).
 func readsAll(ctx context.Context) bool {

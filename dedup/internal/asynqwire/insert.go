@@ -40,13 +40,24 @@ type GuardArgs struct {
 	// Mark is the key's reset mark, read and deleted with Record: an insert
 	// of an Incarnation below the one it holds is refused
 	// (InsertResult.Incarnation), so a reset key's next life gets a new
-	// downstream key.
+	// downstream key. Incarnation is kept in the task's hash too, for the
+	// worker's history.
 	Mark        string
 	Incarnation int
 	// Replace are the task states an existing task of the job is replaced
 	// from in the same step ("pending", "scheduled", "archived",
 	// "completed"); otherwise it refuses the insert.
 	Replace []string
+	// History is the key's history (with a Record): the guard appends
+	// its decision to it in its step (internal/history). Head starts each
+	// entry; Inserted ends an insert's ("enqueued|<incarnation>|<reason>"),
+	// which keeps the history HistoryTTL at least. A refusal is recorded
+	// unless the existing task's state is in Next, from which the producer
+	// replaces it (its insert records that): "pending" and "scheduled"
+	// may be "~pending", "~scheduled", only for other content.
+	History, Head, Inserted string
+	HistoryTTL              time.Duration
+	Next                    []string
 	// Windows are taken for Holder in the insert's step, checked before
 	// anything else (outside Cluster only, with a Record); the ones taken
 	// are added to WindowSet, which lives as long as the longest of them.
@@ -276,17 +287,13 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		return c, true
 	}
 	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
-	c.keys = make([]string, 0, 9+len(ga.Windows))
+	c.keys = make([]string, 0, 10+len(ga.Windows))
 	c.keys = append(c.keys, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
-	replace := ""
-	if len(ga.Replace) > 0 {
-		replace = "," + strings.Join(ga.Replace, ",") + ","
-	}
-	c.args = make([]any, 0, 8+2*len(ga.Windows))
-	c.args = append(c.args, args[0], args[1], args[2], id, replace, ga.Fingerprint)
+	c.args = make([]any, 0, 12+2*len(ga.Windows))
+	c.args = append(c.args, args[0], args[1], args[2], id, states(ga.Replace), ga.Fingerprint)
 	if ga.Record != "" {
-		c.keys = append(c.keys, ga.Record, ga.Mark)
-		c.args = append(c.args, max(ga.Incarnation, 1))
+		c.keys = append(c.keys, ga.Record, ga.History, ga.Mark)
+		c.args = append(c.args, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), max(ga.Incarnation, 1))
 		if len(ga.Windows) > 0 {
 			c.keys = append(c.keys, ga.WindowSet)
 			c.args = append(c.args, ga.Holder)
@@ -303,6 +310,15 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		}
 	}
 	return c, true
+}
+
+// states is a list of states as the guard reads it: comma delimited on
+// both ends, "" for none.
+func states(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return "," + strings.Join(s, ",") + ","
 }
 
 // cmd is the call as a command of name ("evalsha" or "eval").

@@ -34,6 +34,8 @@ type Claim struct {
 	// TTL is the running record's: lease and grace; Grace how long it
 	// outlives its lease.
 	TTL, Grace time.Duration
+	// Head starts the history entry of a claim (internal/history.Head).
+	Head string
 }
 
 // Dequeued is a task the joined dequeue popped.
@@ -55,7 +57,7 @@ type Dequeued struct {
 // error is redis.Nil when the queue is empty, as asynq's.
 func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []string, args []any, c Claim) (Dequeued, error) {
 	v, err := dequeues[sha].Run(ctx, rdb, keys, args[0], args[1], c.OwnerPrefix, c.Token, c.Now.UnixMilli(),
-		c.TTL.Milliseconds(), c.Grace.Milliseconds()).Result()
+		c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head).Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
 		// This Redis cannot run the joined script: asynq's own, once.
@@ -95,16 +97,17 @@ func AckCall(keys []string, args []any) (queue, id string, ok bool) {
 type Acks map[string]*redis.Script
 
 // NewAcks builds the joined acknowledgements around finish, the library's
-// completion script (KEYS[1] the record; ARGV holder prefix, state, now
-// ms, result, TTL ms).
+// completion script (KEYS[1] the record, KEYS[2] the history; ARGV holder
+// prefix, state, now ms, result, TTL ms, history entry).
 func NewAcks(finish string) Acks { return ackScripts(finish) }
 
 // Completion is the library's side of a joined acknowledgement.
 type Completion struct {
-	Record, Holder string
-	Now            time.Time
-	Result         []byte
-	TTL            time.Duration
+	// History is the key's history, Entry the completion's entry in it.
+	Record, Holder, History, Entry string
+	Now                            time.Time
+	Result                         []byte
+	TTL                            time.Duration
 }
 
 // Run runs asynq's acknowledgement (sha, keys, args) of task id with the
@@ -120,8 +123,8 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, ke
 			args[3] = WithoutPayload(msg)
 		}
 	}
-	v, err := a[sha].Run(ctx, rdb, append(keys[:len(keys):len(keys)], TaskKey(queue, id), c.Record),
-		append(args, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds())...).Result()
+	v, err := a[sha].Run(ctx, rdb, append(keys[:len(keys):len(keys)], TaskKey(queue, id), c.Record, c.History),
+		append(args, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry)...).Result()
 	if err != nil {
 		return 0, nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"maps"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/history"
 )
 
 // lua/asynq holds the verified asynq's scripts byte for byte (its
@@ -53,7 +55,7 @@ var wrappedSource = map[string]string{}
 
 var (
 	// guards: asynq's enqueue and schedule, each behind lua/guard.lua.
-	guards = wrapped("", "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
+	guards = wrapped(history.Lua, "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
 	// successors: asynq's enqueue and schedule, each behind
 	// lua/successor.lua, with lua/promote.lua.
 	successors = wrapped(source("promote.lua"), "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
@@ -73,7 +75,7 @@ var (
 	// claim; it stands in for asynq's script whole.
 	dequeues = func() map[string]*redis.Script {
 		_, sha := asynqScript("dequeue.lua")
-		return map[string]*redis.Script{sha: redis.NewScript(source("dequeue.lua"))}
+		return map[string]*redis.Script{sha: redis.NewScript(history.Lua + source("dequeue.lua"))}
 	}()
 	recoverScript = redis.NewScript(source("recover.lua"))
 )
@@ -83,7 +85,7 @@ var (
 func ackScripts(finish string) map[string]*redis.Script {
 	// kept: asynq keeps the task's hash (mark-as-complete), so the
 	// library's fields leave it; done deletes it.
-	prelude := "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
+	prelude := history.Lua + "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
 	m := wrapped(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
 	maps.Copy(m, wrapped(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
 	return m

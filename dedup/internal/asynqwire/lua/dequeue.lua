@@ -11,8 +11,13 @@
 -- ARGV[5] -> now in ms, worker's clock
 -- ARGV[6] -> the record's TTL in ms: lease and grace
 -- ARGV[7] -> grace in ms: how long a running record outlives its lease
--- The task's hash carries onceq_rec (its record's key) and onceq_fp (its
--- fingerprint) when onceq's producer guard enqueued it outside Cluster.
+-- ARGV[8] -> the head of the history entry of a claim (internal/history
+--            Head: now, "worker", ""), ended here with "a|<incarnation>|"
+--            (a: acquired, history.Codes)
+-- The task's hash carries onceq_rec (its record's key), onceq_fp (its
+-- fingerprint), onceq_hist (its key's history) and onceq_inc (its
+-- incarnation, when not the first) when onceq's producer guard enqueued it
+-- outside Cluster. A claim is appended to the history in this step.
 -- Returns: nil (no task, or its hash has no message, as asynq's), asynq's
 -- message alone (nothing claimed: not a guarded task), or {message, task
 -- id, 1, record key, fingerprint}: the
@@ -31,7 +36,7 @@ local key = ARGV[2] .. id
 redis.call('HSET', key, 'state', 'active')
 redis.call('HDEL', key, 'pending_since')
 redis.call('ZADD', KEYS[4], ARGV[1], id)
-local t = redis.call('HMGET', key, 'msg', 'onceq_rec', 'onceq_fp')
+local t = redis.call('HMGET', key, 'msg', 'onceq_rec', 'onceq_fp', 'onceq_hist', 'onceq_inc')
 if not t[1] or not t[2] then
   return t[1] -- no message (asynq's nil) or not a guarded task: no claim
 end
@@ -44,6 +49,9 @@ local old = redis.call('SET', t[2],
   'r|' .. ARGV[4] .. '|' .. ARGV[3] .. owner .. '|1|' .. ARGV[5] .. '|' .. fp .. '|' .. ARGV[5] .. '|' .. ARGV[7],
   'NX', 'PX', ARGV[6], 'GET')
 if not old then
+  if t[4] then
+    onceq_history(t[4], ARGV[8] .. 'a|' .. (t[5] or '1') .. '|', ARGV[6], 'max')
+  end
   return {t[1], id, 1, t[2], fp}
 end
 return {t[1], id, 0, t[2], old}

@@ -1,6 +1,6 @@
 -- onceq's guard, run in place of asynq's enqueue or schedule script (defined
 -- above it unchanged as asynq_insert, by enqueue.go), so the checks and the
--- insert are one step.
+-- insert are one step, and the key's history records what it decided.
 -- KEYS[1], KEYS[2], ARGV[1..3] -> asynq's own: the task hash, and the pending
 --   list (enqueue) or the scheduled set (schedule); message, id/time as asynq sends
 -- KEYS[3] -> asynq:{<queue>}:pending
@@ -8,7 +8,10 @@
 -- KEYS[5] -> asynq:{<queue>}:archived
 -- KEYS[6] -> asynq:{<queue>}:completed
 -- KEYS[7] -> onceq:{ns/id}:rec, the idempotency record; absent on Cluster (another slot)
--- KEYS[8] -> onceq:{ns/id}:inc, the key's next incarnation after a reset (with KEYS[7])
+-- KEYS[8] -> onceq:{ns/id}:hist, the key's history; with KEYS[7]
+-- KEYS[9] -> onceq:{ns/id}:inc, the key's next incarnation after a reset (with KEYS[7])
+-- KEYS[10] -> onceq:{ns/id}:wins, the windows the job took (with KEYS[7]): a
+--            reset finds them there; it lives as long as the longest of them
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the asynq states an existing task may be replaced from, comma
 --            delimited on both ends (",archived," or ",pending,scheduled,"); "" none.
@@ -16,13 +19,21 @@
 --            retention outlived the record's done TTL (asynq's janitor lags)
 -- ARGV[6] -> the job's fingerprint, kept in the task's hash with KEYS[7] as
 --            onceq_fp and onceq_rec so the worker's dequeue can claim it (join.go)
--- ARGV[7] -> the incarnation the task's headers carry (with KEYS[7])
--- KEYS[9] -> onceq:{ns/id}:wins, the windows the job took (with rules): a
---            reset finds them there; it lives as long as the longest of them
--- KEYS[10..] -> onceq:{ns/id}:win, the job's rule windows (outside Cluster
+-- ARGV[7] -> the head of the history's entries (internal/history Head: time,
+--            way in, task id), which the guard ends with its decision:
+--            (its code, history.Codes: d duplicate, c conflict, t throttled)
+-- ARGV[8] -> an insert's end of entry ("e|<incarnation>|<reason>", history.Tail)
+-- ARGV[9] -> the history's TTL in ms on insert (the job's unique window)
+-- ARGV[10] -> the states of an existing task from which the producer
+--            replaces it after a refusal (",completed,archived,"; "~pending"
+--            only for other content): such a refusal is not recorded, the
+--            insert that follows is
+-- ARGV[11] -> the incarnation the task's headers carry, kept in the task's
+--            hash as onceq_inc when above 1
+-- KEYS[11..] -> onceq:{ns/id}:win, the job's rule windows (outside Cluster
 --            only: there they are one step with the insert)
--- ARGV[8] -> the holder (the job key), with rules
--- ARGV[7+2i], ARGV[8+2i] -> rule i's window in ms, and "1" when a repeat of
+-- ARGV[12] -> the holder (the job key), with rules
+-- ARGV[11+2i], ARGV[12+2i] -> rule i's window in ms, and "1" when a repeat of
 --            its holder is refused too (Rule.Repeats), "2" when it is refused
 --            once the key has forgotten the job (Rule.OutlastsKey: no done
 --            record, no task but a completed one)
@@ -32,7 +43,7 @@
 -- rule i's window refused the job, before anything else is looked at (a
 -- "2" window held by its holder: after the record). {-2, n} refuses, with
 -- nothing written, an insert of an incarnation below n, which a reset left
--- in KEYS[8] (the reset key's next life gets a new downstream key); an
+-- in KEYS[9] (the reset key's next life gets a new downstream key); an
 -- insert at n or above deletes it. It is
 -- also refused, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
@@ -40,10 +51,16 @@
 -- record, its PTTL} ("" for what is absent; PTTL -2 without a record).
 -- A replaced task is removed in the same step as its successor is inserted:
 -- never both, never neither.
-for i = 10, #KEYS do
+local W, H = 10, 12 -- rule i's window is KEYS[W + i]; the holder ARGV[H]
+local function throttled(i, h)
+  local pttl = redis.call('PTTL', KEYS[W + i])
+  onceq_history(KEYS[8], ARGV[7] .. 't||' .. h, pttl, 'keep')
+  return {-1, i, h, pttl}
+end
+for i = W + 1, #KEYS do
   local h = redis.call('GET', KEYS[i])
-  if h and (h ~= ARGV[8] or ARGV[8 + 2 * (i - 9)] == '1') then
-    return {-1, i - 9, h, redis.call('PTTL', KEYS[i])}
+  if h and (h ~= ARGV[H] or ARGV[H + 2 * (i - W)] == '1') then
+    return throttled(i - W, h)
   end
 end
 local rec, inc = nil, 0
@@ -53,10 +70,29 @@ local function refuse()
   if not KEYS[7] then
     return 0
   end
-  local t = redis.call('HMGET', KEYS[1], 'msg', 'state', 'result')
+  local t = redis.call('HMGET', KEYS[1], 'msg', 'state', 'result', 'onceq_fp', 'onceq_inc')
   local r, pttl = '', -2
   if type(rec) == 'string' then
     r, pttl = rec, redis.call('PTTL', KEYS[7])
+  end
+  local done = string.sub(r, 1, 2) == 'd|'
+  local state = t[2]
+  local stored = t[4] or string.match(r, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|') or ''
+  local same = stored == '' or stored == ARGV[6]
+  -- What the producer replaces after this refusal (producer.go, refused)
+  -- is recorded by that insert; any other refusal is final: recorded here.
+  local later = state and not done and
+    ((state == 'completed' and r == '' and string.find(ARGV[10], ',completed,', 1, true)) or
+     (state ~= 'completed' and (string.find(ARGV[10], ',' .. state .. ',', 1, true) or
+       (not same and string.find(ARGV[10], ',~' .. state .. ',', 1, true)))))
+  if not later then
+    local inc = t[5] or (state and '1') or ''
+    if same then
+      local st = (done and 'done') or state or 'unknown'
+      onceq_history(KEYS[8], ARGV[7] .. 'd|' .. inc .. '|' .. st, pttl > 0 and pttl or ARGV[9], 'keep')
+    else
+      onceq_history(KEYS[8], ARGV[7] .. 'c|' .. inc .. '|', pttl > 0 and pttl or ARGV[9], 'keep')
+    end
   end
   return {0, t[1] or '', t[2] or '', t[3] or '', r, pttl}
 end
@@ -68,16 +104,16 @@ if KEYS[7] then
   -- A "2" window its own holder has: the repeat is the key's to answer
   -- only while the key still knows the job.
   local state
-  for i = 10, #KEYS do
-    if ARGV[8 + 2 * (i - 9)] == '2' and redis.call('GET', KEYS[i]) == ARGV[8] then
+  for i = W + 1, #KEYS do
+    if ARGV[H + 2 * (i - W)] == '2' and redis.call('GET', KEYS[i]) == ARGV[H] then
       state = state or redis.call('HGET', KEYS[1], 'state') or 'none'
       if state == 'none' or state == 'completed' then
-        return {-1, i - 9, ARGV[8], redis.call('PTTL', KEYS[i])}
+        return throttled(i - W, ARGV[H])
       end
     end
   end
-  inc = tonumber(redis.call('GET', KEYS[8]) or '0')
-  if inc > tonumber(ARGV[7]) then
+  inc = tonumber(redis.call('GET', KEYS[9]) or '0')
+  if inc > tonumber(ARGV[11]) then
     return {-2, inc}
   end
 end
@@ -106,26 +142,30 @@ if n == 0 then
   return refuse()
 end
 if KEYS[7] then
-  redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
-  if inc > 0 then
-    redis.call('DEL', KEYS[8])
+  redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6], 'onceq_hist', KEYS[8])
+  if ARGV[11] ~= '1' then
+    redis.call('HSET', KEYS[1], 'onceq_inc', ARGV[11])
   end
+  if inc > 0 then
+    redis.call('DEL', KEYS[9])
+  end
+  onceq_history(KEYS[8], ARGV[7] .. ARGV[8], ARGV[9], 'max')
 end
-if #KEYS < 10 then
+if #KEYS <= W then
   return n
 end
 local taken, longest = '', 0
-for i = 10, #KEYS do
-  local ttl = tonumber(ARGV[7 + 2 * (i - 9)])
-  if redis.call('SET', KEYS[i], ARGV[8], 'NX', 'PX', ttl) then
+for i = W + 1, #KEYS do
+  local ttl = tonumber(ARGV[H - 1 + 2 * (i - W)])
+  if redis.call('SET', KEYS[i], ARGV[H], 'NX', 'PX', ttl) then
     taken = taken .. '1'
-    redis.call('SADD', KEYS[9], KEYS[i])
+    redis.call('SADD', KEYS[10], KEYS[i])
     longest = math.max(longest, ttl)
   else
     taken = taken .. '0'
   end
 end
-if longest > 0 and longest > redis.call('PTTL', KEYS[9]) then
-  redis.call('PEXPIRE', KEYS[9], longest)
+if longest > 0 and longest > redis.call('PTTL', KEYS[10]) then
+  redis.call('PEXPIRE', KEYS[10], longest)
 end
 return {n, taken}
