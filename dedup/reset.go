@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/internal/history"
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // ErrRunning is returned by Reset when the key's job is running (a worker
@@ -46,7 +49,9 @@ func (p *Producer) Reset(ctx context.Context, k Key, finishRunning bool) (JobSta
 		return JobStatus{}, fmt.Errorf("onceq: reset %s: %w", k, err)
 	}
 	a := asynqwire.ResetArgs{Record: recordKey(k), Next: nextKey(k), WindowSet: windowsKey(k), Mark: incKey(k),
-		Holder: k.String(), LetFinish: finishRunning, Incarnation: before.Incarnation + 1, MarkTTL: defaultUnique}
+		History: historyKey(k), Holder: k.String(), LetFinish: finishRunning, Incarnation: before.Incarnation + 1, MarkTTL: defaultUnique,
+		Entry: history.Entry{At: time.Now(), Way: sourceOf(ctx), Decision: string(storage.Reset), Incarnation: before.Incarnation,
+			Reason: "was " + string(before.State)}.Pack()}
 	queue := ""
 	if before.Queue != nil {
 		queue = *before.Queue

@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -124,11 +125,20 @@ func TestResetPendingAndNothing(t *testing.T) {
 		t.Fatalf("same account after the reset: %+v %v, want enqueued", out, err)
 	}
 	keys, err := rdb.Keys(ctx, "onceq:{reset:pay/p-2}:*").Result()
-	if err != nil || len(keys) != 1 || keys[0] != "onceq:{reset:pay/p-2}:inc" {
-		t.Fatalf("keys of the reset key: %v %v, want only its incarnation mark", keys, err)
+	slices.Sort(keys)
+	if err != nil || !slices.Equal(keys, []string{"onceq:{reset:pay/p-2}:hist", "onceq:{reset:pay/p-2}:inc"}) {
+		t.Fatalf("keys of the reset key: %v %v, want only its history and incarnation mark", keys, err)
 	}
-	if ttl := rdb.PTTL(ctx, keys[0]).Val(); ttl <= 0 {
-		t.Fatalf("the mark has no TTL: %v", ttl)
+	for _, k := range keys {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Fatalf("%s has no TTL: %v", k, ttl)
+		}
+	}
+	// The history keeps the reset, with its way in, above the enqueue.
+	h, err := p.History(dedup.WithSource(ctx, "ops"), j.Key)
+	if err != nil || len(h) != 2 || h[0].Decision != "reset" || h[0].Source != "library" || h[0].Reason != "was pending" ||
+		h[1].Decision != dedup.Enqueued {
+		t.Fatalf("history %+v %v, want the reset (was pending) over the enqueue", h, err)
 	}
 }
 

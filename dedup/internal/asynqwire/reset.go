@@ -6,15 +6,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/history"
 )
 
-var resetScript = redis.NewScript(source("reset.lua"))
+var resetScript = redis.NewScript(history.Lua + source("reset.lua"))
 
 // ResetArgs are one key's reset (lua/reset.lua).
 type ResetArgs struct {
 	// The key's own keys, all in its slot: record, successor, the set of
 	// the windows its job took, its incarnation mark.
-	Record, Next, WindowSet, Mark string
+	Record, Next, WindowSet, Mark, History string
+	// Entry is the reset's entry in History (internal/history).
+	Entry string
 	// Queue and ID are its task's; Queue "" leaves the task out (none
 	// known, or on Cluster, where it is another slot's).
 	Queue, ID string
@@ -41,7 +45,7 @@ type ResetResult struct {
 
 // Reset runs a's reset in one step.
 func Reset(ctx context.Context, rdb redis.UniversalClient, a ResetArgs) (ResetResult, error) {
-	keys := []string{a.Record, a.Next, a.WindowSet, a.Mark}
+	keys := []string{a.Record, a.Next, a.WindowSet, a.Mark, a.History}
 	if a.Queue != "" {
 		p := queuePrefix(a.Queue)
 		keys = append(keys, TaskKey(a.Queue, a.ID), p+"pending", p+"scheduled", p+"retry", p+"archived", p+"completed")
@@ -50,7 +54,7 @@ func Reset(ctx context.Context, rdb redis.UniversalClient, a ResetArgs) (ResetRe
 	if a.LetFinish {
 		finish = "1"
 	}
-	v, err := resetScript.Run(ctx, rdb, keys, finish, a.Holder, max(a.Incarnation, 1), max(a.MarkTTL.Milliseconds(), 1)).Slice()
+	v, err := resetScript.Run(ctx, rdb, keys, finish, a.Holder, max(a.Incarnation, 1), max(a.MarkTTL.Milliseconds(), 1), a.Entry).Slice()
 	if err != nil {
 		return ResetResult{}, err
 	}

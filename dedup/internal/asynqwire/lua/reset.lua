@@ -4,24 +4,26 @@
 -- KEYS[2] -> onceq:{ns/id}:next, the key's successor
 -- KEYS[3] -> onceq:{ns/id}:wins, the windows its job took
 -- KEYS[4] -> onceq:{ns/id}:inc, the mark of the key's next incarnation
--- KEYS[5] -> asynq:{<queue>}:t:<id>, the key's task; KEYS[5..10] are absent
+-- KEYS[5] -> onceq:{ns/id}:hist, the key's history, which keeps the reset
+-- KEYS[6] -> asynq:{<queue>}:t:<id>, the key's task; KEYS[6..11] are absent
 --            on Cluster, where the task sits in another slot
--- KEYS[6..10] -> asynq:{<queue>}:pending, scheduled, retry, archived, completed
+-- KEYS[7..11] -> asynq:{<queue>}:pending, scheduled, retry, archived, completed
 -- ARGV[1] -> "1": a running job is let finish unrecorded (its record goes,
 --            so its completion is refused as a lost lease; its task stays
 --            for asynq to acknowledge); else a running job refuses the reset
 -- ARGV[2] -> the holder (the key) the windows in KEYS[3] were taken for
 -- ARGV[3] -> the incarnation the key's next job is, left in KEYS[4] when a
 --            record or task went (the larger one stays)
--- ARGV[4] -> KEYS[4]'s TTL in ms
+-- ARGV[4] -> KEYS[4]'s TTL in ms, and the least the history lives on
+-- ARGV[5] -> the reset's history entry (internal/history), appended when
+--            something was there and went
 -- Returns {1, task state, record} reset ({2, ...} with a running job let
 -- finish unrecorded), {0, "", ""} when nothing was
 -- there, {-1, task state, record} a running job refused it ("" for what is
 -- absent). The windows are read from KEYS[3], not passed: their keys derive
 -- from the payload (outside Cluster only, where any key is reachable).
--- Later keys and arguments are the caller's to add (the key's history).
 local rec = redis.call('GET', KEYS[1])
-local state = KEYS[5] and redis.call('HGET', KEYS[5], 'state')
+local state = KEYS[6] and redis.call('HGET', KEYS[6], 'state')
 local running = state == 'active'
 if not running and rec and string.sub(rec, 1, 2) == 'r|' then
   -- A running record's lease is live while its PTTL exceeds its grace.
@@ -39,14 +41,14 @@ end
 n = n + redis.call('DEL', KEYS[3])
 if state and state ~= 'active' then
   if state == 'pending' then
-    redis.call('LREM', KEYS[6], 0, string.match(KEYS[5], ':t:(.*)$'))
+    redis.call('LREM', KEYS[7], 0, string.match(KEYS[6], ':t:(.*)$'))
   else
-    local set = ({scheduled = KEYS[7], retry = KEYS[8], archived = KEYS[9], completed = KEYS[10]})[state]
+    local set = ({scheduled = KEYS[8], retry = KEYS[9], archived = KEYS[10], completed = KEYS[11]})[state]
     if set then
-      redis.call('ZREM', set, string.match(KEYS[5], ':t:(.*)$'))
+      redis.call('ZREM', set, string.match(KEYS[6], ':t:(.*)$'))
     end
   end
-  redis.call('DEL', KEYS[5])
+  redis.call('DEL', KEYS[6])
 end
 if rec or state then
   local inc = tonumber(ARGV[3])
@@ -56,6 +58,7 @@ if rec or state then
 elseif n == 0 then
   return {0, '', ''}
 end
+onceq_history(KEYS[5], ARGV[5], ARGV[4], 'max')
 if running then
   return {2, state or '', rec or ''}
 end
