@@ -30,6 +30,8 @@ type enqueueGuard struct {
 	// successor: the insert runs under the successor policy; the job
 	// waits at most this long for its key's run to end.
 	successor time.Duration
+	// replacesPending: under it, the job replaces a task not started.
+	replacesPending bool
 	// The history's side (recording).
 	head, inserted string
 	unique         time.Duration
@@ -100,6 +102,8 @@ func (g *enqueueGuard) recording(ctx context.Context, j Job, in insert) {
 		g.next = append(g.next, "archived")
 	}
 	switch j.Repeat.Policy {
+	case repeatSuccessor:
+		g.next = []string{"*"} // lua/successor.lua follows every refusal and records it
 	case repeatDebounce:
 		g.next = append(g.next, "pending", "scheduled")
 	case repeatReplace:
@@ -118,14 +122,15 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
 	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
+	a.History, a.Head, a.Inserted, a.HistoryTTL = historyKey(g.key), g.head, g.inserted, g.unique
 	if g.successor > 0 {
-		a.Successor = &asynqwire.Successor{Next: nextKey(g.key), Registry: successorsKey, Field: g.key.String(), TTL: g.successor}
+		a.Successor = &asynqwire.Successor{Next: nextKey(g.key), Registry: successorsKey, Field: g.key.String(),
+			TTL: g.successor, Pending: g.replacesPending}
 		return a, nil
 	}
 	if len(g.rules) > 0 {
 		a.WindowSet = windowsKey(g.key)
 	}
-	a.History, a.Head, a.Inserted, a.HistoryTTL = historyKey(g.key), g.head, g.inserted, g.unique
 	a.Next = g.next
 	for _, r := range g.rules {
 		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window,

@@ -227,7 +227,7 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		if err == nil {
 			out.Decision, out.TaskID, out.State = Enqueued, info.ID, taskStatus(info.State)
 			out.Incarnation, out.Reason = next.incarnation, next.why
-			out.Replaced = slices.Contains(next.replace, "pending")
+			out.Replaced = slices.Contains(next.replace, "pending") || next.pending
 			break
 		}
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {
@@ -236,7 +236,13 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 		}
 		out.TaskID = j.Key.TaskID()
 		// After the key moved on under two replacements, report what it is.
-		again, ok := p.refused(ctx, j, found, &out, try < 2, next.successor)
+		// The successor policy follows a key that moves on under it
+		// (pending, running, ended) a few more times.
+		tries := 2
+		if j.Repeat.Policy == repeatSuccessor {
+			tries = 6
+		}
+		again, ok := p.refused(ctx, j, found, &out, try < tries, next)
 		if !ok {
 			giveBack()
 			break
@@ -269,6 +275,7 @@ type insert struct {
 	delay       time.Duration
 	first       int64  // debounce: the run's first acceptance, Unix ms
 	successor   bool   // through lua/successor.lua (the successor policy)
+	pending     bool   // successor: in place of a task that has not started
 	why         string // why the key has a new incarnation (Outcome.Reason)
 	// last: a refusal of this insert is final (refused may not replace).
 	last bool
@@ -328,7 +335,7 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 		guard.withRules(j.Rules, holder)
 	}
 	if in.successor {
-		guard.successor = j.Unique
+		guard.successor, guard.replacesPending = j.Unique, in.pending
 	}
 	info, err := p.client.EnqueueContext(gctx, task, opts...)
 	if !guard.Ran {
@@ -348,8 +355,8 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 // started under j's repeat policy. Otherwise it fills out with the answer.
 // A conflict never carries the other job's result.
 // found, when the guard's refusal carried it, spares reading the task and
-// the record again. tried: the refusal was lua/successor.lua's.
-func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outcome, mayReplace, tried bool) (insert, bool) {
+// the record again. last is the insert that was refused.
+func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outcome, mayReplace bool, last insert) (insert, bool) {
 	var (
 		wg   sync.WaitGroup
 		info *asynq.TaskInfo
@@ -374,7 +381,7 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 		rec = storage.Record{State: StatusUnknown}
 	}
 	if mayReplace && j.Repeat.Policy == repeatSuccessor {
-		if in, ok := p.successorOf(j, info, rec, tried); ok {
+		if in, ok := p.successorOf(j, info, rec, last); ok {
 			return in, true
 		}
 	} else if mayReplace && info != nil && rec.State != StatusDone {
@@ -473,17 +480,19 @@ func afterFailure(info *asynq.TaskInfo, rec storage.Record) insert {
 const ended = "the earlier job had ended"
 
 // successorOf says how j follows its key's job under the successor
-// policy: as replace does while the task has not started; else through
-// lua/successor.lua, which keeps j as the successor of a job that runs or
-// waits for a retry, or starts it at once as the key's next incarnation
-// when the run has ended. tried: that script just refused j (the key is
-// done with j's content and no successor waits): a duplicate.
-func (p *Producer) successorOf(j Job, info *asynq.TaskInfo, rec storage.Record, tried bool) (insert, bool) {
+// policy, always through lua/successor.lua: in place of a task that has
+// not started, as replace does (the same content is a duplicate); as the
+// successor of a job that runs or waits for a retry; or at once as the
+// key's next incarnation when the run has ended. last: when the script
+// refused j built for what the key still is, j is a duplicate; one built
+// for what the key was is built again.
+func (p *Producer) successorOf(j Job, info *asynq.TaskInfo, rec storage.Record, last insert) (insert, bool) {
+	pending := info != nil && (info.State == asynq.TaskStatePending || info.State == asynq.TaskStateScheduled)
 	switch {
-	case info != nil && (info.State == asynq.TaskStatePending || info.State == asynq.TaskStateScheduled):
-		return p.replaceable(j, info, rec)
-	case tried:
+	case last.successor && last.pending == pending:
 		return insert{}, false
+	case pending:
+		return insert{incarnation: incarnationOf(info.Headers), successor: true, pending: true}, true
 	case info == nil: // a done first incarnation keeps no task
 		return insert{incarnation: 2, successor: true, why: ended}, true
 	case info.State == asynq.TaskStateArchived:

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/internal/history"
 	"github.com/onceq/onceq/dedup/storage"
 )
 
@@ -62,12 +63,14 @@ func (s *Server) startSuccessors(ctx context.Context, kv []string) {
 			continue
 		}
 		keys = append(keys, k)
-		ws = append(ws, asynqwire.Waiting{Field: kv[i], Queue: kv[i+1], ID: k.TaskID(), Record: recordKey(k), Next: nextKey(k)})
+		ws = append(ws, asynqwire.Waiting{Field: kv[i], Queue: kv[i+1], ID: k.TaskID(), Record: recordKey(k), Next: nextKey(k),
+			History: historyKey(k)})
 	}
 	if len(ws) == 0 {
 		return
 	}
-	started, err := asynqwire.Sweep(ctx, s.rdb, successorsKey, ws, time.Now())
+	now := time.Now()
+	started, err := asynqwire.Sweep(ctx, s.rdb, successorsKey, ws, now, history.Head(now, sourceWorker, ""))
 	if err != nil {
 		return
 	}

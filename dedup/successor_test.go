@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -154,7 +155,11 @@ func TestSuccessorKeepsTheLastUpdate(t *testing.T) {
 		rs := log.runs[acct]
 		total += len(rs)
 		if len(rs) == 0 || rs[len(rs)-1].seq != updates {
-			t.Errorf("%s: last run saw %v, want update %d", acct, rs, updates)
+			seqs := make([]int, len(rs))
+			for i, r := range rs {
+				seqs[i] = r.seq
+			}
+			t.Errorf("%s: runs saw updates %v, want the last to be %d", acct, seqs, updates)
 			continue
 		}
 		if len(rs) > updates {
@@ -282,6 +287,31 @@ func TestSuccessorStepByStep(t *testing.T) {
 	case s := <-ran:
 		t.Errorf("an extra run %+v", s)
 	case <-time.After(300 * time.Millisecond):
+	}
+	// The history tells each step: the repeats that waited, the worker
+	// that started the successor, the duplicate, the start at once.
+	h, err := producer.History(ctx, kind.Job(update{Account: "a"}).Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Source == "library" || h[i].Decision == dedup.Enqueued {
+			steps = append(steps, fmt.Sprintf("%s %s %s %d", h[i].Source, h[i].Decision, h[i].Reason, h[i].Incarnation))
+		}
+	}
+	want := []string{
+		"library enqueued  1",
+		"library enqueued waits as the successor of the running job 2",
+		"library enqueued waits as the successor of the running job 2",
+		"library enqueued waits as the successor of the running job 2",
+		"library enqueued waits as the successor of the running job 2",
+		"worker enqueued the successor started: the run before it ended 2",
+		"library duplicate done 0",
+		"library enqueued the run before it had ended 3",
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("history\n%s\nwant\n%s", strings.Join(steps, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -77,6 +77,10 @@ type Successor struct {
 	Registry string // the successors hash the workers' sweep reads
 	Field    string // the key's field in Registry: namespace/id
 	TTL      time.Duration
+	// Pending: the job replaces its key's task that has not started (and
+	// has its incarnation); else it follows the key's run. A key found in
+	// the other case refuses it: the producer built it for what it read.
+	Pending bool
 }
 
 // Window is one rule window: its key, how long it holds, and whether a
@@ -281,8 +285,13 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 	if sc := ga.Successor; sc != nil && ga.Record != "" {
 		// lua/successor.lua's layout
 		c.script = successors[sha]
-		c.keys = []string{keys[0], keys[1], sk[0], sk[1], sk[2], sk[3], ga.Record, sc.Next, sc.Registry}
-		c.args = []any{args[0], args[1], args[2], id, ga.Fingerprint, sc.TTL.Milliseconds(), queue, sc.Field}
+		after := "after"
+		if sc.Pending {
+			after = "pending"
+		}
+		c.keys = []string{keys[0], keys[1], sk[0], sk[1], sk[2], sk[3], ga.Record, sc.Next, sc.Registry, ga.History}
+		c.args = []any{args[0], args[1], args[2], id, ga.Fingerprint, max(sc.TTL.Milliseconds(), 1), queue, sc.Field,
+			ga.Head, max(ga.Incarnation, 1), after}
 		c.successor = true
 		return c, true
 	}

@@ -58,7 +58,7 @@ var (
 	guards = wrapped(history.Lua, "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
 	// successors: asynq's enqueue and schedule, each behind
 	// lua/successor.lua, with lua/promote.lua.
-	successors = wrapped(source("promote.lua"), "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
+	successors = wrapped(history.Lua+source("promote.lua"), "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
 	// guardSHAs are the guards' own SHA-1s: their calls pass the hook.
 	guardSHAs = func() map[string]bool {
 		m := map[string]bool{}
@@ -70,7 +70,7 @@ var (
 		}
 		return m
 	}()
-	sweepScript = redis.NewScript(source("promote.lua") + source("sweep.lua"))
+	sweepScript = redis.NewScript(history.Lua + source("promote.lua") + source("sweep.lua"))
 	// dequeues: lua/dequeue.lua is asynq's dequeue written out with the
 	// claim; it stands in for asynq's script whole.
 	dequeues = func() map[string]*redis.Script {

@@ -26,8 +26,9 @@
 -- ARGV[9] -> the history's TTL in ms on insert (the job's unique window)
 -- ARGV[10] -> the states of an existing task from which the producer
 --            replaces it after a refusal (",completed,archived,"; "~pending"
---            only for other content): such a refusal is not recorded, the
---            insert that follows is
+--            only for other content; ",*," every refusal, which the
+--            successor policy's own script follows): such a refusal is not
+--            recorded, the insert that follows is
 -- ARGV[11] -> the incarnation the task's headers carry, kept in the task's
 --            hash as onceq_inc when above 1
 -- KEYS[11..] -> onceq:{ns/id}:win, the job's rule windows (outside Cluster
@@ -81,7 +82,7 @@ local function refuse()
   local same = stored == '' or stored == ARGV[6]
   -- What the producer replaces after this refusal (producer.go, refused)
   -- is recorded by that insert; any other refusal is final: recorded here.
-  local later = state and not done and
+  local later = string.find(ARGV[10], ',*,', 1, true) or state and not done and
     ((state == 'completed' and r == '' and string.find(ARGV[10], ',completed,', 1, true)) or
      (state ~= 'completed' and (string.find(ARGV[10], ',' .. state .. ',', 1, true) or
        (not same and string.find(ARGV[10], ',~' .. state .. ',', 1, true)))))
