@@ -66,7 +66,7 @@ func operate(ctx context.Context, cmd string, args []string, stdout io.Writer) e
 			fmt.Fprintf(stdout, "purged %s: %d records and tasks deleted\n", typ, n)
 			return nil
 		}
-		before, err := p.Reset(ctx, key, finish)
+		before, err := p.Reset(dedup.WithSource(ctx, "cli"), key, finish)
 		if errors.Is(err, dedup.ErrRunning) {
 			fmt.Fprintf(stdout, "running %s: not reset (--finish-running lets it finish unrecorded)\n", key)
 			return &exitErr{code: exitRunning}

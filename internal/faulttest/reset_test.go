@@ -1,6 +1,9 @@
 package faulttest
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +45,32 @@ func TestResetChargesAgainUnderANewKey(t *testing.T) {
 	eventually(t, time.Minute, "the second charge done", settled("2"))
 	if n, m := r.gw.Charges(key), r.gw.Charges(key+"#2"); n != 1 || m != 1 {
 		t.Errorf("charges under %s: %d, under %s#2: %d; want one each", key, n, key, m)
+	}
+
+	// The key's history tells the operator's story, oldest first: what the
+	// CLI sent and decided, between the worker's runs.
+	out, err := runProducer(producerBin, vars, "", "history", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cli, all []string
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var e struct {
+			Source, Decision, Reason string
+			Incarnation              int
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &e); err != nil {
+			t.Fatalf("history line %q: %v", lines[i], err)
+		}
+		step := fmt.Sprintf("%s %s %d", e.Source, e.Decision, e.Incarnation)
+		all = append(all, step+" "+e.Reason)
+		if e.Source == "cli" {
+			cli = append(cli, step)
+		}
+	}
+	want := []string{"cli enqueued 1", "cli duplicate 1", "cli reset 1", "cli enqueued 2"}
+	if !slices.Equal(cli, want) {
+		t.Errorf("the CLI's steps in the history: %q, want %q\nwhole history, oldest first:\n%s", cli, want, strings.Join(all, "\n"))
 	}
 }
