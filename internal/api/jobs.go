@@ -76,10 +76,8 @@ func (s *server) reset(w http.ResponseWriter, r *http.Request) {
 		before, err = s.opts.Producer.Reset(ctx, k, finish)
 	}
 	if errors.Is(err, dedup.ErrRunning) {
-		resp := problemOf(Problem{Type: ProblemType + probRunning.slug, Title: probRunning.title, Status: http.StatusConflict,
-			Detail: "the job is running and nothing was reset; add ?running=finish to free the key now and let the run finish unrecorded",
-			Key: k.String()})
-		resp.write(w)
+		problemOf(Problem{Type: ProblemType + probRunning.slug, Title: probRunning.title, Status: http.StatusConflict, Key: k.String(),
+			Detail: "the job is running and nothing was reset; add ?running=finish to free the key now and let the run finish unrecorded"}).write(w)
 		return
 	}
 	if err != nil {
