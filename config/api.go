@@ -29,7 +29,7 @@ type API struct {
 	// name:token entries (the name is the client that owns its keys and
 	// jobs) or bare tokens (the API derives a stable name); see Clients.
 	// Default: none.
-	Tokens []string `envconfig:"ONCEQ_API_TOKENS" secret:"true" desc:"secret: comma-separated bearer tokens accepted by the API, as name:token, name:token:read-all (an operator reading every job) or bare (16 bytes or more)"`
+	Tokens []string `envconfig:"ONCEQ_API_TOKENS" secret:"true" desc:"secret: comma-separated bearer tokens accepted by the API, as name:token, name:token:read-all (a client reading every job), name:token:operator (reading every job and resetting keys) or bare (16 bytes or more)"`
 
 	// WebhookSecrets maps a webhook source to its HMAC-SHA256 signing
 	// secrets, as source:secret pairs; a source given twice accepts both

@@ -26,18 +26,26 @@ type APIClient struct {
 	Name  string
 	Token string
 	// ReadAll: GET /v1/jobs answers this client for every job, however it
-	// was enqueued (an operator's token).
+	// was enqueued.
 	ReadAll bool
+	// Operator: as ReadAll, and DELETE /v1/jobs resets any key for this
+	// client, as `producer reset` does.
+	Operator bool
 }
 
-// readAllSuffix marks a name:token entry as an operator's (APIClient.ReadAll).
-const readAllSuffix = ":read-all"
+// Suffixes of a name:token entry that widen its client's scope.
+const (
+	readAllSuffix  = ":read-all" // APIClient.ReadAll
+	operatorSuffix = ":operator" // APIClient.Operator
+)
 
 // Clients parses ONCEQ_API_TOKENS: "name:token" entries name their
 // principal; an entry whose part before the first ":" is not a valid name
 // is a bare token. A token that contains ":" must therefore be given a name
 // (validateClients refuses one that starts like a mistyped name).
-// A named entry ending in ":read-all" (ops:token:read-all) is an operator's.
+// A named entry ending in ":read-all" (audit:token:read-all) reads every
+// job; one ending in ":operator" (ops:token:operator) reads every job and
+// resets keys.
 // A name may repeat: its client keeps its keys and jobs while its token
 // rotates (alice:old,alice:new). Bare tokens are each their own client.
 func (a API) Clients() []APIClient {
@@ -45,7 +53,11 @@ func (a API) Clients() []APIClient {
 	for _, e := range a.Tokens {
 		if name, tok, ok := strings.Cut(e, ":"); ok && clientName.MatchString(name) {
 			tok, all := strings.CutSuffix(tok, readAllSuffix)
-			cs = append(cs, APIClient{Name: name, Token: tok, ReadAll: all})
+			tok, op := strings.CutSuffix(tok, operatorSuffix)
+			if !all { // both, in either order, is refused by validateClients
+				tok, all = strings.CutSuffix(tok, readAllSuffix)
+			}
+			cs = append(cs, APIClient{Name: name, Token: tok, ReadAll: all, Operator: op})
 		} else {
 			cs = append(cs, APIClient{Token: e})
 		}
@@ -62,12 +74,16 @@ func (a API) validateClients() error {
 				"e.g. alice:<token>; a bare token that contains \":\" must be given a name too (name:<token>)", i+1)
 		}
 	}
-	toks, readAll := map[string]bool{}, map[string]bool{}
+	toks, scopes := map[string]bool{}, map[string]string{}
 	for i, c := range a.Clients() {
-		if all, seen := readAll[c.Name]; seen && c.Name != "" && all != c.ReadAll {
-			return fmt.Errorf("config: ONCEQ_API_TOKENS: client %s is read-all in one entry and not in another", c.Name)
+		if c.ReadAll && c.Operator {
+			return fmt.Errorf("config: ONCEQ_API_TOKENS: client %s: write :operator or :read-all, not both (an operator reads every job)", c.Name)
 		}
-		readAll[c.Name] = c.ReadAll
+		scope := scopeOf(c)
+		if was, seen := scopes[c.Name]; seen && c.Name != "" && was != scope {
+			return fmt.Errorf("config: ONCEQ_API_TOKENS: client %s is %s in one entry and %s in another", c.Name, was, scope)
+		}
+		scopes[c.Name] = scope
 		what := fmt.Sprintf("ONCEQ_API_TOKENS entry %d", i+1)
 		if c.Name != "" {
 			what += " (" + c.Name + ")"
@@ -81,6 +97,17 @@ func (a API) validateClients() error {
 		toks[c.Token] = true
 	}
 	return nil
+}
+
+// scopeOf names a client's scope for errors.
+func scopeOf(c APIClient) string {
+	switch {
+	case c.Operator:
+		return "operator"
+	case c.ReadAll:
+		return "read-all"
+	}
+	return "neither read-all nor operator"
 }
 
 // checkToken refuses empty, padded and short tokens, without quoting them.

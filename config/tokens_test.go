@@ -19,6 +19,7 @@ func TestTokenEntryNames(t *testing.T) {
 		{tok, APIClient{Token: tok}},
 		{"shop-eu.2_b:" + tok, APIClient{Name: "shop-eu.2_b", Token: tok}},
 		{"ops:" + tok + ":read-all", APIClient{Name: "ops", Token: tok, ReadAll: true}},
+		{"ops:" + tok + ":operator", APIClient{Name: "ops", Token: tok, Operator: true}},
 		{"shop:abc:" + tok, APIClient{Name: "shop", Token: "abc:" + tok}},
 		{"k/9=:" + tok, APIClient{Token: "k/9=:" + tok}},
 		{":" + tok, APIClient{Token: ":" + tok}},
@@ -26,6 +27,7 @@ func TestTokenEntryNames(t *testing.T) {
 
 		{"Alice:" + tok, APIClient{}},
 		{"ALICE:" + tok + ":read-all", APIClient{}},
+		{"OPS:" + tok + ":operator", APIClient{}},
 		{"shop eu:" + tok, APIClient{}},
 		{".ops:" + tok, APIClient{}},
 		{"-ops:" + tok, APIClient{}},

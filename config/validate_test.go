@@ -298,3 +298,32 @@ func TestReadAllTokens(t *testing.T) {
 	_, err = LoadAPI()
 	wantErr(t, err, "read-all in one entry")
 }
+
+// A named entry ending in :operator reads every job and resets keys; the
+// suffix is not part of the token, one client is an operator in every
+// entry or none, and an entry is read-all or operator, not both.
+func TestOperatorTokens(t *testing.T) {
+	setEnv(t, map[string]string{"ONCEQ_API_TOKENS": "ops:ops-token-0123456789:operator,audit:audit-token-0123456789:read-all,shop:shop-token-0123456789"})
+	a, err := LoadAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []APIClient{{Name: "ops", Token: "ops-token-0123456789", Operator: true},
+		{Name: "audit", Token: "audit-token-0123456789", ReadAll: true}, {Name: "shop", Token: "shop-token-0123456789"}}
+	if got := a.Clients(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Clients() = %+v, want %+v", got, want)
+	}
+	for entries, msg := range map[string]string{
+		"ops:old-token-0123456789:operator,ops:new-token-0123456789":          "operator in one entry",
+		"ops:old-token-0123456789:operator,ops:new-token-0123456789:read-all": "operator in one entry and read-all",
+		"ops:ops-token-0123456789:read-all:operator":                          "not both",
+		"ops:ops-token-0123456789:operator:read-all":                          "not both",
+	} {
+		setEnv(t, map[string]string{"ONCEQ_API_TOKENS": entries})
+		_, err = LoadAPI()
+		wantErr(t, err, msg)
+		if strings.Contains(err.Error(), "ops-token") || strings.Contains(err.Error(), "old-token") {
+			t.Fatalf("error %q quotes a token", err)
+		}
+	}
+}

@@ -125,7 +125,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		if c.Name == "" {
 			opts.Tokens = append(opts.Tokens, c.Token)
 		} else {
-			opts.Clients = append(opts.Clients, api.Client{Name: c.Name, Token: c.Token, ReadAll: c.ReadAll})
+			opts.Clients = append(opts.Clients, api.Client{Name: c.Name, Token: c.Token, ReadAll: c.ReadAll, Operator: c.Operator})
 		}
 	}
 	handler, err := api.New(opts)

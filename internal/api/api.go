@@ -300,7 +300,8 @@ func New(o Options) (*Handler, error) {
 		_, _ = w.Write(OpenAPI)
 	}))
 	// {key...}: a key's "/" may arrive escaped (%2F) or not.
-	handle(mux, http.MethodGet, "/v1/jobs/{key...}", s.bearer(http.HandlerFunc(s.job)))
+	handleEach(mux, "/v1/jobs/{key...}", route{http.MethodGet, s.bearer(http.HandlerFunc(s.job))},
+		route{http.MethodDelete, s.bearer(http.HandlerFunc(s.reset))})
 	// Without this the mux answers GET /v1/jobs with a 307 to /v1/jobs/.
 	mux.HandleFunc("/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
 		problem(http.StatusNotFound, probNotFound, "no route "+r.Method+" "+r.URL.Path+"; read a job at /v1/jobs/{key}").write(w)

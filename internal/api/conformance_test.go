@@ -24,7 +24,7 @@ func TestMethodNotAllowed(t *testing.T) {
 		{http.MethodGet, paymentPath, "POST"},
 		{http.MethodPut, emailPath, "POST"},
 		{http.MethodGet, "/v1/webhooks/" + source, "POST"},
-		{http.MethodPost, "/v1/jobs/payment:charge%2Fx", "GET, HEAD"},
+		{http.MethodPost, "/v1/jobs/payment:charge%2Fx", "GET, HEAD, DELETE"},
 	} {
 		r := e.do(req{method: c.method, path: c.path})
 		problem(t, r, http.StatusMethodNotAllowed)

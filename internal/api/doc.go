@@ -79,7 +79,9 @@
 // or the field ONCEQ_WEBHOOK_ID_FIELDS names for the source), so a captured
 // body re-sent under a new header is a duplicate and two senders cannot
 // collide. GET /v1/jobs shows a job only to the client that enqueued it, or
-// to a read-all client (an operator); to anyone else it is a 404.
+// to a read-all or operator client; to anyone else it is a 404.
+// DELETE /v1/jobs resets a key (dedup.Producer.Reset) for an operator
+// client, or the one caller of a shared scope, and is 403 for any other.
 //
 // A first request makes two Redis round trips before its answer: the
 // claim, then the enqueue with its rate rules. The answer goes out while

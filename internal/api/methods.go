@@ -10,14 +10,29 @@ import (
 // other method, a 405 problem with Allow (RFC 9110 §15.5.6). The mux would
 // write a plain-text 405 itself, but only where no catch-all matches.
 func handle(mux *routes, method, path string, h http.Handler) {
-	mux.Handle(method+" "+path, h)
-	allow := method
-	if method == http.MethodGet {
-		allow = "GET, HEAD"
+	handleEach(mux, path, route{method, h})
+}
+
+// route is one method's handler of a path.
+type route struct {
+	method string
+	h      http.Handler
+}
+
+// handleEach is handle for a path served under several methods.
+func handleEach(mux *routes, path string, rs ...route) {
+	var allow []string
+	for _, r := range rs {
+		mux.Handle(r.method+" "+path, r.h)
+		allow = append(allow, r.method)
+		if r.method == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
 	}
+	list := strings.Join(allow, ", ")
 	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", allow)
-		problem(http.StatusMethodNotAllowed, probMethod, r.Method+" is not allowed here; use "+allow).write(w)
+		w.Header().Set("Allow", list)
+		problem(http.StatusMethodNotAllowed, probMethod, r.Method+" is not allowed here; use "+list).write(w)
 	})
 }
 

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -81,7 +83,9 @@ func TestOpenAPI(t *testing.T) {
 	}
 
 	// The live server's answers.
-	e := newEnv(t)
+	e := newEnv(t, func(o *api.Options) {
+		o.Clients = append(o.Clients, api.Client{Name: "ops", Token: opsToken, Operator: true})
+	})
 	doc.Servers = openapi3.Servers{{URL: e.srv.URL}}
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
@@ -171,6 +175,20 @@ func TestOpenAPI(t *testing.T) {
 	check(req{method: http.MethodGet, path: "/v1/jobs/payment:charge%2Fpmt-oas-1/history"}, http.StatusOK)
 	check(req{method: http.MethodGet, path: "/v1/jobs/payment:charge%2Fnope/history"}, http.StatusNotFound)
 	check(req{method: http.MethodGet, path: "/openapi.json"}, http.StatusOK)
+
+	// Resets: only an operator's; a running job is a 409 unless let finish.
+	ops := map[string]string{"Authorization": "Bearer " + opsToken}
+	jobPath := "/v1/jobs/" + url.PathEscape(k.String())
+	check(req{method: http.MethodDelete, path: jobPath}, http.StatusForbidden)
+	check(req{method: http.MethodDelete, path: jobPath, header: map[string]string{"Authorization": ""}}, http.StatusUnauthorized)
+	check(req{method: http.MethodDelete, path: "/v1/jobs/no-slash", header: ops}, http.StatusBadRequest)
+	cl, err := e.jobs.Claim(ctx, k, "", time.Minute, "")
+	if err != nil || cl.Outcome != dedup.Acquired {
+		t.Fatalf("claim %+v %v", cl, err)
+	}
+	check(req{method: http.MethodDelete, path: jobPath, header: ops}, http.StatusConflict)
+	check(req{method: http.MethodDelete, path: jobPath + "?running=finish", header: ops}, http.StatusOK)
+	check(req{method: http.MethodDelete, path: jobPath, header: ops}, http.StatusNotFound)
 
 	seed := `{"id":"evt_oas","event":"user.created","data":{"name":"Alice"}}`
 	signed := func(body string) map[string]string {

@@ -13,7 +13,7 @@ import (
 
 // ownerKey holds the principal that enqueued the job k through the API. It
 // shares the hash tag of k's dedup record, so both sit in one cluster slot.
-// Owner: the API; TTL: Options.OwnerTTL.
+// Owner: the API; TTL: Options.OwnerTTL; an operator's reset deletes it.
 func ownerKey(k dedup.Key) string { return "onceq:{" + k.String() + "}:api-owner" }
 
 // setOwner records who enqueued k. Job keys can be global (a payment id):
@@ -41,6 +41,28 @@ func (s *server) owns(ctx context.Context, k dedup.Key, p string) (bool, error) 
 		got, err = s.opts.Redis.Get(ctx, ownerKey(k)).Result()
 	}
 	return got == p, err
+}
+
+// owner is who enqueued k through the API, "" for no one.
+func (s *server) owner(ctx context.Context, k dedup.Key) (string, error) {
+	got, err := s.opts.Redis.Get(ctx, ownerKey(k)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return got, err
+}
+
+// dropOwnerScript deletes an owner record that still names ARGV[1]: one
+// written since (the key's next job, enqueued by another client) stays.
+var dropOwnerScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+// dropOwner forgets that p enqueued k, after an operator reset k: the
+// owner of the reset job must not read the key's next job.
+func (s *server) dropOwner(ctx context.Context, k dedup.Key, p string) error {
+	if p == "" {
+		return nil
+	}
+	return dropOwnerScript.Run(ctx, s.opts.Redis, []string{ownerKey(k)}, p).Err()
 }
 
 // unsure remembers, per process, the (principal, job key) pairs whose

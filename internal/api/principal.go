@@ -19,8 +19,11 @@ type Client struct {
 	Name  string
 	Token string
 	// ReadAll: GET /v1/jobs answers this client for any job, enqueued by
-	// any client, the CLI, a batch file or library code (an operator).
+	// any client, the CLI, a batch file or library code.
 	ReadAll bool
+	// Operator: as ReadAll, and DELETE /v1/jobs resets any key for this
+	// client (the scope of `producer reset`).
+	Operator bool
 }
 
 // principalName is what a Client.Name may be: it becomes part of dedup ids.
@@ -81,19 +84,22 @@ func (o Options) clients() ([]Client, error) {
 }
 
 type credential struct {
-	name    string
-	readAll bool
-	sum     [sha256.Size]byte
+	name     string
+	readAll  bool
+	operator bool
+	sum      [sha256.Size]byte
 }
 
 type principalKey struct{}
 
 type caller struct {
-	name    string
-	readAll bool
+	name     string
+	readAll  bool
+	operator bool
 	// shared: the server has one caller at most (no tokens, or one), so
 	// the caller shares the CLI's, batch files' and library's scope: its
-	// job keys and rate rules are theirs, and it reads every job.
+	// job keys and rate rules are theirs, it reads every job and, as the
+	// CLI does, resets keys.
 	shared bool
 }
 
@@ -116,11 +122,15 @@ func source(ctx context.Context) string {
 }
 
 // readsAll reports whether the caller may read every job (Client.ReadAll,
-// or the one caller of a shared scope).
+// an operator, or the one caller of a shared scope).
 func readsAll(ctx context.Context) bool {
 	c, _ := ctx.Value(principalKey{}).(caller)
-	return c.readAll || c.shared
+	return c.readAll || c.operates()
 }
+
+// operates reports whether the caller may reset keys (Client.Operator, or
+// the one caller of a shared scope).
+func (c caller) operates() bool { return c.operator || c.shared }
 
 // keyScope is the scope of the caller's job keys and rate rules for
 // Catalog.Build: its name, or "" (the CLI's) when it shares the scope.
@@ -152,7 +162,7 @@ func (s *server) authenticate(r *http.Request) (caller, bool) {
 	var who caller
 	for _, c := range s.creds {
 		if subtle.ConstantTimeCompare(sum[:], c.sum[:]) == 1 {
-			who = caller{name: c.name, readAll: c.readAll}
+			who = caller{name: c.name, readAll: c.readAll, operator: c.operator}
 		}
 	}
 	return who, who.name != ""
@@ -200,7 +210,7 @@ func Authorizer(o Options) (func(http.Handler) http.Handler, error) {
 func credentials(cs []Client) []credential {
 	creds := make([]credential, 0, len(cs))
 	for _, c := range cs {
-		creds = append(creds, credential{name: c.Name, readAll: c.ReadAll, sum: sha256.Sum256([]byte(c.Token))})
+		creds = append(creds, credential{name: c.Name, readAll: c.ReadAll, operator: c.Operator, sum: sha256.Sum256([]byte(c.Token))})
 	}
 	return creds
 }

@@ -23,6 +23,8 @@ var (
 	probUnauthorized    = kind{"unauthorized", "Unauthorized"}
 	probBadSignature    = kind{"bad-signature", "Bad webhook signature"}
 	probNotFound        = kind{"not-found", "Not found"}
+	probNotOperator     = kind{"operator-only", "Only an operator may do this"}
+	probRunning         = kind{"job-running", "The job is running"}
 	probTooLarge        = kind{"body-too-large", "Request body too large"}
 	probMediaType       = kind{"unsupported-media-type", "Unsupported media type"}
 	probInvalid         = kind{"invalid-payload", "Invalid payload"}

@@ -21,7 +21,7 @@ func (noRequests) Observe(string, int, time.Duration) {}
 // answers are the statuses a route with a method can answer; a route
 // without one (the 405 and 404 catch-alls) answers routeless.
 var (
-	answers   = []int{200, 202, 400, 401, 404, 408, 409, 413, 415, 422, 429, 500, 503}
+	answers   = []int{200, 202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503}
 	routeless = []int{404, 405}
 )
 
