@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/onceq/onceq/dedup/storage"
 )
 
 // benchMail is the payload cmd/bench sends: an email whose "id" is its key.
@@ -47,6 +49,9 @@ func BenchmarkJobBuild(b *testing.B) {
 		return append([]byte(nil), c.out...)
 	}()
 	holder := j.Key.String()
+	// A key by content hash: 83 bytes, as most keys without a business id.
+	contentKey := Key{Namespace: "email:send", ID: contentID(sha256.Sum256(canonical))}
+	contentTaskID := contentKey.TaskID()
 	for _, bm := range []struct {
 		name string
 		fn   func() error
@@ -72,6 +77,8 @@ func BenchmarkJobBuild(b *testing.B) {
 		}},
 		{"leanTask", func() error { leanTask(j, holder); return nil }},
 		{"Key.TaskID", func() error { _ = j.Key.TaskID(); return nil }},
+		{"Key.TaskID/content", func() error { _ = contentKey.TaskID(); return nil }},
+		{"KeyFromTaskID/content", func() error { _, err := storage.KeyFromTaskID(contentTaskID); return err }},
 		{"Key.String", func() error { _ = j.Key.String(); return nil }},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
