@@ -76,7 +76,14 @@ func putCanon(c *canon) {
 	canonPool.Put(c)
 }
 
-func (c *canon) run(data []byte, volatile []string) error {
+// run canonicalises data. marshalled says data is encoding/json's output,
+// valid JSON by construction (it checks what a MarshalJSON returns), so the
+// walk runs without the syntax check first; should it fail, the checked
+// path runs and says what is wrong, in the same words as for any payload.
+func (c *canon) run(data []byte, volatile []string, marshalled bool) error {
+	if marshalled && utf8.Valid(data) && c.walk(data, volatile) == nil {
+		return nil
+	}
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%w: invalid UTF-8", errBadPayload)
 	}
@@ -88,6 +95,14 @@ func (c *canon) run(data []byte, volatile []string) error {
 		}
 		return fmt.Errorf("%w: %v", errBadPayload, err)
 	}
+	if err := c.walk(data, volatile); err != nil {
+		return fmt.Errorf("%w: %v", errBadPayload, err)
+	}
+	return nil
+}
+
+// walk writes the canonical form of data, valid JSON, to c.out.
+func (c *canon) walk(data []byte, volatile []string) error {
 	c.in, c.vol = data, volatile
 	c.out, c.mems, c.keys, c.offs = c.out[:0], c.mems[:0], c.keys[:0], c.offs[:0]
 	c.quiet, c.id, c.dedupKey = 0, -1, -1
@@ -98,15 +113,14 @@ func (c *canon) run(data []byte, volatile []string) error {
 			c.offs = append(c.offs, 0)
 		}
 	}
-	if err := c.value(skipWS(data, 0), 0, lvl); err != nil {
-		return fmt.Errorf("%w: %v", errBadPayload, err)
-	}
-	return nil
+	return c.value(skipWS(data, 0), 0, lvl)
 }
 
 func (c *canon) fingerprint() string {
 	c.sum = sha256.Sum256(c.out)
-	return base64.RawURLEncoding.EncodeToString(c.sum[:])
+	var b [43]byte // base64.RawURLEncoding.EncodedLen(sha256.Size)
+	base64.RawURLEncoding.Encode(b[:], c.sum[:])
+	return string(b[:])
 }
 
 // value writes the value at in[i]. The document is valid JSON (checked by

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -56,6 +57,14 @@ func checkSameAsReference(t *testing.T, in []byte) {
 			t.Fatalf("Canonical(%q) error %v does not wrap errBadPayload", in, gerr)
 		}
 		k, fp, err := derive("ns", in, "", vol)
+		if json.Valid(in) {
+			// What encoding/json wrote skips the syntax check: the same
+			// key, fingerprint and error, word for word.
+			mk, mfp, merr := deriveMarshalled("ns", in, "", vol)
+			if mk != k || mfp != fp || fmt.Sprint(merr) != fmt.Sprint(err) {
+				t.Fatalf("deriveMarshalled(%q, %q) = %v, %s, %v; derive %v, %s, %v", in, vol, mk, mfp, merr, k, fp, err)
+			}
+		}
 		if werr != nil {
 			if err == nil {
 				t.Fatalf("derive(%q) accepted what the reference rejects", in)

@@ -12,9 +12,19 @@ import (
 // without volatile fields, so a key reused with another payload is detected
 // as a Conflict. One pass over the payload does both.
 func derive(namespace string, payload []byte, explicit string, volatile []string) (Key, string, error) {
+	return deriveChecked(namespace, payload, explicit, volatile, false)
+}
+
+// deriveMarshalled is derive of what encoding/json wrote (marshal): valid
+// JSON by construction, so the syntax check before the walk is skipped.
+func deriveMarshalled(namespace string, payload []byte, explicit string, volatile []string) (Key, string, error) {
+	return deriveChecked(namespace, payload, explicit, volatile, true)
+}
+
+func deriveChecked(namespace string, payload []byte, explicit string, volatile []string, marshalled bool) (Key, string, error) {
 	c := getCanon()
 	defer putCanon(c)
-	if err := c.run(payload, volatile); err != nil {
+	if err := c.run(payload, volatile, marshalled); err != nil {
 		return Key{}, "", fmt.Errorf("onceq: derive %s: %w", namespace, err)
 	}
 	fp := c.fingerprint()

@@ -76,7 +76,7 @@ func WithKey(ctx context.Context, k Key) context.Context {
 func Canonical(data []byte, volatile ...string) ([]byte, error) {
 	c := getCanon()
 	defer putCanon(c)
-	if err := c.run(data, volatile); err != nil {
+	if err := c.run(data, volatile, false); err != nil {
 		return nil, err
 	}
 	return bytes.Clone(c.out), nil
@@ -86,7 +86,7 @@ func Canonical(data []byte, volatile ...string) ([]byte, error) {
 func Hash(data []byte, volatile ...string) (string, error) {
 	c := getCanon()
 	defer putCanon(c)
-	if err := c.run(data, volatile); err != nil {
+	if err := c.run(data, volatile, false); err != nil {
 		return "", err
 	}
 	return c.fingerprint(), nil

@@ -70,6 +70,8 @@ type Job struct {
 	// Err is why the payload was refused (it wraps ErrInvalid): Typed.Job
 	// sets it, and Producer.Enqueue returns it without enqueuing.
 	Err error
+	// lean is the task as the Producer sends it, built with Task (leanTask).
+	lean leanCache
 }
 
 // Options are the job's own asynq options (Typed.Job, With), in the order

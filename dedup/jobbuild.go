@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/hibiken/asynq"
@@ -33,7 +34,7 @@ func newJob(typ string, payload, fpOf any, explicit, queue, scope string) (Job, 
 	if err != nil {
 		return Job{}, fmt.Errorf("onceq: new %s: %w: %v", typ, ErrInvalid, err)
 	}
-	key, fp, err := derive(typ, b, explicit, volatileOf(payload))
+	key, fp, err := deriveMarshalled(typ, b, explicit, volatileOf(payload))
 	if err != nil {
 		return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
 	}
@@ -42,7 +43,7 @@ func newJob(typ string, payload, fpOf any, explicit, queue, scope string) (Job, 
 		if err != nil {
 			return Job{}, fmt.Errorf("onceq: new %s: %w: %v", typ, ErrInvalid, err)
 		}
-		if _, fp, err = derive(typ, pb, key.ID, nil); err != nil {
+		if _, fp, err = deriveMarshalled(typ, pb, key.ID, nil); err != nil {
 			return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
 		}
 	}
@@ -56,11 +57,30 @@ func newJob(typ string, payload, fpOf any, explicit, queue, scope string) (Job, 
 			return Job{}, fmt.Errorf("onceq: new %s: %w: %w", typ, ErrInvalid, err)
 		}
 	}
-	task := asynq.NewTaskWithHeaders(typ, b, map[string]string{
-		headerKey:         key.String(),
-		headerFingerprint: fp,
-	})
-	return Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: defaultUnique}, nil
+	holder := key.String()
+	h := headerMaps.Get().(map[string]string)
+	h[headerKey], h[headerFingerprint] = holder, fp
+	task := asynq.NewTaskWithHeaders(typ, b, h) // a copy of h
+	j := Job{Task: task, Key: key, Fingerprint: fp, Queue: queue, Unique: defaultUnique}
+	if key.Namespace == typ { // always, for a key derive built: see leanTask
+		delete(h, headerKey)
+		j.lean = leanCache{of: task, task: asynq.NewTaskWithHeaders(typ, b, h), key: key, holder: holder}
+	}
+	clear(h)
+	headerMaps.Put(h)
+	return j, nil
+}
+
+// headerMaps holds the small maps newJob fills for asynq.NewTaskWithHeaders,
+// which keeps a copy: the task's copy is then the only map a build allocates.
+var headerMaps = sync.Pool{New: func() any { return make(map[string]string, 2) }}
+
+// leanCache is the lean task newJob built beside the Job's task, for
+// leanTask: valid while the Job still holds that task and key.
+type leanCache struct {
+	of, task *asynq.Task
+	key      Key
+	holder   string // key.String()
 }
 
 // leanTask is j's task as the Producer sends it under j.Key.TaskID()
@@ -70,9 +90,14 @@ func newJob(typ string, payload, fpOf any, explicit, queue, scope string) (Job, 
 // (dedup's FuzzTaskID), so a valid key stands in for decoding the id on each
 // enqueue. The Job keeps the header, so its task enqueued some other way
 // still carries its key. A rebuilt task has no per-task asynq options;
-// constructors set none.
+// constructors set none. newJob built it already, for a valid key of the
+// task's type; it is rebuilt only for a Job changed since (its Task, Key
+// or headers).
 func leanTask(j Job, holder string) *asynq.Task {
 	h := j.Task.Headers()
+	if c := j.lean; c.task != nil && c.of == j.Task && c.key == j.Key && c.holder == holder && h[headerKey] == holder && sameHeaders(h, c.task.Headers()) {
+		return c.task
+	}
 	if k, err := storage.ParseKey(holder); err != nil || k != j.Key || k.Namespace != j.Task.Type() || h[headerKey] != holder {
 		return j.Task
 	}
@@ -85,17 +110,48 @@ func leanTask(j Job, holder string) *asynq.Task {
 	return asynq.NewTaskWithHeaders(j.Task.Type(), j.Task.Payload(), lean)
 }
 
+// sameHeaders says whether h is lean with headerKey added.
+func sameHeaders(h, lean map[string]string) bool {
+	if len(h) != len(lean)+1 {
+		return false
+	}
+	for name, v := range lean {
+		if w, ok := h[name]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
 // marshal is json.Marshal without HTML escaping, so payloads read naturally in
 // the dashboard ("<" stays "<" in an email body).
 func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	m := marshallers.Get().(*marshaller)
+	defer func() {
+		if m.buf.Cap() <= 64<<10 { // do not pin a huge payload's buffer
+			marshallers.Put(m)
+		}
+	}()
+	m.buf.Reset()
+	if err := m.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return bytes.Clone(bytes.TrimSuffix(m.buf.Bytes(), []byte("\n"))), nil
 }
+
+// marshaller is an encoder with its buffer, pooled: a marshal allocates
+// only the bytes it returns.
+type marshaller struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var marshallers = sync.Pool{New: func() any {
+	m := new(marshaller)
+	m.enc = json.NewEncoder(&m.buf)
+	m.enc.SetEscapeHTML(false)
+	return m
+}}
 
 // decode strictly decodes one payload into v: invalid UTF-8, duplicate
 // member names, names that match a field only in another case, unknown

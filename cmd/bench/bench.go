@@ -22,14 +22,15 @@ import (
 
 // config is one benchmark run's settings.
 type config struct {
-	N           int   // tasks per processing measurement
-	Rounds      int   // paired rounds
-	EnqueueN    int   // enqueues per enqueue measurement
-	MemoryN     int   // retained tasks and records for the memory sample
-	Conc        []int // concurrencies of the single in-process server
-	TwoConc     []int // concurrency of each of the two worker subprocesses
-	Goroutines  []int // enqueue concurrencies
-	DupG        []int // goroutines for the duplicate-vs-insert cost
+	N           int           // tasks per processing measurement
+	Rounds      int           // paired rounds
+	EnqueueN    int           // enqueues per enqueue measurement
+	MemoryN     int           // retained tasks and records for the memory sample
+	Conc        []int         // concurrencies of the single in-process server
+	TwoConc     []int         // concurrency of each of the two worker subprocesses
+	Goroutines  []int         // enqueue concurrencies
+	DupG        []int         // goroutines for the duplicate-vs-insert cost
+	IOWait      time.Duration // the realistic handler's wait (c=10 and end to end; 0: none)
 	Phases      map[string]bool
 	Cluster     bool // also measure a 3-master cluster (-cluster)
 	Netns       bool // redis-server in a network namespace over a veth pair

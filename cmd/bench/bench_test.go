@@ -48,6 +48,8 @@ func TestSmoke(t *testing.T) {
 	args := []string{
 		"-n", "200", "-rounds", "2", "-enqueue-n", "50", "-memory-n", "50",
 		"-conc", "10", "-two-conc", "10", "-goroutines", "1,8", "-dup-goroutines", "1",
+		"-io-wait", "10ms", // long enough that a handler not waiting shows
+
 		"-redis-url", "redis://" + srv.Addr + "/0", "-json", jsonPath, "-markdown", mdPath,
 	}
 	_, cliErr := exec.LookPath("redis-cli")
@@ -63,8 +65,18 @@ func TestSmoke(t *testing.T) {
 	}
 	t.Log("\n" + stdout.String())
 
-	var processed, endToEnd int
+	var processed, endToEnd, realistic int
 	for _, g := range rep.Groups {
+		if g.HandlerWaitMS > 0 {
+			// A handler that waits 10 ms bounds c=10 to 1,000 tasks per s,
+			// well under a no-op handler's rate: a faster side did not wait.
+			realistic++
+			for _, r := range g.Results {
+				if limit := float64(g.Concurrency) / g.HandlerWaitMS * 1000; r.OpsPerSec > limit {
+					t.Errorf("%s %s: %.0f ops/s, more than c=%d handlers waiting %g ms allow (%.0f)", g.Name, r.Side, r.OpsPerSec, g.Concurrency, g.HandlerWaitMS, limit)
+				}
+			}
+		}
 		if g.Unit == "tasks" || g.Unit == "jobs" {
 			// asynq+id is a baseline of every processing table, beside bare asynq.
 			for _, side := range []string{sideBare, sideRetained, sideOnceq} {
@@ -120,11 +132,14 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
-	if processed != 2 {
-		t.Errorf("%d processing layouts with an onceq side, want 2 (in-process and two subprocesses)", processed)
+	if processed != 3 {
+		t.Errorf("%d processing layouts with an onceq side, want 3 (in-process, two subprocesses, the realistic handler)", processed)
 	}
-	if endToEnd != 3 {
-		t.Errorf("%d end-to-end sides, want 3 (asynq, asynq+id, onceq)", endToEnd)
+	if endToEnd != 6 {
+		t.Errorf("%d end-to-end sides, want 6 (asynq, asynq+id, onceq; no-op and realistic handler)", endToEnd)
+	}
+	if realistic != 2 {
+		t.Errorf("%d groups with the realistic handler, want 2 (processing c=10, end to end)", realistic)
 	}
 	// onceq keeps the record alone; a type shown on the dashboard keeps
 	// the completed task (without its payload) and its entry as well.
@@ -138,7 +153,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("cluster: %+v", rep.Cluster)
 		}
 	}
-	// Every row of issue 24's Targets table, by its name, in text, JSON and Markdown.
+	// Every target row, by its name, in text, JSON and Markdown.
 	md, _ := os.ReadFile(mdPath)
 	var decoded Report
 	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &decoded) != nil || len(decoded.Groups) != len(rep.Groups) {
@@ -187,16 +202,20 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
-// issueTargets are the rows of issue 24's Targets table, in order: a
+// issueTargets are the rows of issue 41's Targets table, the same bars
+// with the realistic handler, then issue 24's rows that stand, in order: a
 // renamed or dropped row fails the test.
 var issueTargets = []string{
-	"processing, 1 server c=10 / bare asynq",
-	"processing, 2 processes / bare asynq",
-	"processing / asynq+id",
-	"round trips per task, happy path",
-	"added CPU per task (Go + Redis)",
+	"end to end with 20 % repeats / asynq+id",
 	"end to end with 20 % repeats / bare asynq",
-	"enqueue / plain asynq, g = 1 / 8 / 32",
+	"processing / asynq+id",
+	"processing, 1 server c=10 / bare asynq",
+	"enqueue / asynq+id, g = 1 / 8 / 32",
+	"added CPU per task (Go + Redis)",
+	"end to end, realistic handler / asynq+id",
+	"processing, realistic handler / asynq+id",
+	"processing, 2 processes / bare asynq",
+	"round trips per task, happy path",
 	"refused duplicate, described / first insert",
 	"Redis memory per remembered job, 200 B payload",
 	"Cluster, 3 masters, one job type: share of commands on the busiest master",

@@ -112,7 +112,8 @@ func (b *bench) e2eOps(p *e2eProducer, side, queue string, items []int, refused 
 // endToEnd measures n jobs of side from the first enqueue until the last
 // task to run has run: every task for bare asynq, the unique ones for the
 // sides that refuse repeats. Ops are jobs offered, repeats included.
-func (b *bench) endToEnd(ctx context.Context, host *workerHost, p *e2eProducer, side string, n int) (sample, error) {
+// Each handler waits wait (0: a no-op handler).
+func (b *bench) endToEnd(ctx context.Context, host *workerHost, p *e2eProducer, side string, n int, wait time.Duration) (sample, error) {
 	q := b.queue("x")
 	defer b.cleanup(context.WithoutCancel(ctx), q)
 	items, unique := e2ePlan(n)
@@ -129,6 +130,7 @@ func (b *bench) endToEnd(ctx context.Context, host *workerHost, p *e2eProducer, 
 	if err != nil {
 		return sample{}, err
 	}
+	r.wait = wait
 	if err := r.start(); err != nil {
 		return sample{}, err
 	}
@@ -177,21 +179,38 @@ func (b *bench) endToEnds(ctx context.Context) ([]group, error) {
 	defer p.rdb.Close()
 	sides := []string{sideBare, sideRetained, sideOnceq}
 	for _, side := range sides {
-		if _, err := b.endToEnd(ctx, host, p, side, min(b.cfg.N, 500)); err != nil {
+		if _, err := b.endToEnd(ctx, host, p, side, min(b.cfg.N, 500), 0); err != nil {
 			return nil, fmt.Errorf("warm-up %s: %w", side, err)
 		}
 	}
-	g := newGroup(e2eGroupName, "jobs", sides)
-	g.Servers, g.Concurrency = 1, e2eConc
-	for r := range b.cfg.Rounds {
-		for _, side := range rotate(sides, r) {
-			s, err := b.endToEnd(ctx, host, p, side, b.cfg.N)
-			if err != nil {
-				return nil, fmt.Errorf("%s round %d %s: %w", g.Name, r+1, side, err)
-			}
-			g.add(side, s)
-			b.logf("%-28s round %d %-9s %8.0f jobs/s  %.0f us CPU/job", g.Name, r+1, side, s.perSec(), s.goUS()+s.redisUS())
-		}
+	waits := []time.Duration{0}
+	if b.cfg.IOWait > 0 {
+		waits = append(waits, b.cfg.IOWait)
 	}
-	return []group{g}, nil
+	var groups []group
+	for _, wait := range waits {
+		g := newGroup(e2eName(wait), "jobs", sides)
+		g.Servers, g.Concurrency, g.HandlerWaitMS = 1, e2eConc, ms(wait)
+		for r := range b.cfg.Rounds {
+			for _, side := range rotate(sides, r) {
+				s, err := b.endToEnd(ctx, host, p, side, b.cfg.N, wait)
+				if err != nil {
+					return nil, fmt.Errorf("%s round %d %s: %w", g.Name, r+1, side, err)
+				}
+				g.add(side, s)
+				b.logf("%-28s round %d %-9s %8.0f jobs/s  %.0f us CPU/job", g.Name, r+1, side, s.perSec(), s.goUS()+s.redisUS())
+			}
+		}
+		groups = append(groups, g)
+	}
+	return groups, nil
+}
+
+// e2eName is the end-to-end group's name with a handler waiting wait
+// (0: the no-op handler, e2eGroupName).
+func e2eName(wait time.Duration) string {
+	if wait == 0 {
+		return e2eGroupName
+	}
+	return fmt.Sprintf("%s, %v handler", e2eGroupName, wait)
 }

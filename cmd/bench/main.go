@@ -1,10 +1,11 @@
 // Command bench measures what onceq costs over bare asynq and over asynq
 // with TaskID + Retention (asynq+id), on one real Redis in one run:
-// processing throughput of no-op tasks, end to end with 20 % repeats
+// processing throughput of no-op tasks and of tasks whose handler waits
+// 1 ms as on a downstream (-io-wait), end to end with 20 % repeats
 // (enqueue and processing together), enqueue throughput per dedup policy,
 // the cost of a refused duplicate, round trips, Redis commands and CPU per
 // task, and Redis memory per remembered job. It prints tables with ratios
-// against both baselines and issue 24's targets they meet or miss, and
+// against both baselines and the targets they meet or miss, and
 // optionally writes everything as JSON.
 //
 //	go run ./cmd/bench                 # default: N=20000, 7 paired rounds (about 5 min on 2 cores)
@@ -22,8 +23,9 @@
 // Redis CPU (INFO cpu, scripts apart from INFO commandstats) per op, Go heap
 // allocations per op, and the machine's load average at the end of every
 // stretch; ratios are medians of paired rounds with their interquartile
-// range. Issue 24's Targets table is checked row by row: PASS, MISS, or -
-// when the run did not measure it, with the load average it was measured at.
+// range. Issue 41's Targets table, asynq+id first, then issue 24's rows
+// that stand, is checked row by row: PASS, MISS, or - when the run did not
+// measure it, with the load average it was measured at.
 //
 // By default it starts its own redis-server on a free loopback port (no
 // persistence) and kills it at the end. With -redis-url it uses that server

@@ -13,7 +13,8 @@ var errNotAll = errors.New("not all tasks processed")
 
 // processLocal measures one in-process asynq server draining n pre-enqueued
 // tasks of side, timed from Start until the handler has counted all of them.
-func (b *bench) processLocal(ctx context.Context, host *workerHost, side string, conc, n int) (sample, error) {
+// Each handler waits wait (0: a no-op handler).
+func (b *bench) processLocal(ctx context.Context, host *workerHost, side string, conc, n int, wait time.Duration) (sample, error) {
 	q := b.queue("p")
 	defer b.cleanup(context.WithoutCancel(ctx), q)
 	if err := b.fill(ctx, side, q, n, 0); err != nil {
@@ -23,6 +24,7 @@ func (b *bench) processLocal(ctx context.Context, host *workerHost, side string,
 	if err != nil {
 		return sample{}, err
 	}
+	r.wait = wait
 	runtime.GC()
 	m := meter{env: b.env, trips: host.trips}
 	from, err := m.mark(ctx)
@@ -137,13 +139,19 @@ func (b *bench) processing(ctx context.Context) ([]group, error) {
 		name    string
 		servers int
 		conc    int
+		wait    time.Duration // the handler's; 0: no-op
 	}
 	var layouts []layout
 	for _, c := range b.cfg.Conc {
-		layouts = append(layouts, layout{fmt.Sprintf("1 server c=%d", c), 1, c})
+		layouts = append(layouts, layout{fmt.Sprintf("1 server c=%d", c), 1, c, 0})
 	}
 	for _, c := range b.cfg.TwoConc {
-		layouts = append(layouts, layout{fmt.Sprintf("2 procs c=%d each", c), 2, c})
+		layouts = append(layouts, layout{fmt.Sprintf("2 procs c=%d each", c), 2, c, 0})
+	}
+	// The realistic handler beside the no-op one: what a user's task does
+	// is mostly waiting on a downstream.
+	if b.cfg.IOWait > 0 {
+		layouts = append(layouts, layout{fmt.Sprintf("1 server c=%d, %v handler", targetConc, b.cfg.IOWait), 1, targetConc, b.cfg.IOWait})
 	}
 	var kids []*child
 	defer func() {
@@ -169,7 +177,7 @@ func (b *bench) processing(ctx context.Context) ([]group, error) {
 	// answers EVALSHA with NOSCRIPT once), pools dialled, code paths hot.
 	warm := min(b.cfg.N, 500)
 	for _, side := range sides {
-		if _, err := b.processLocal(ctx, host, side, 10, warm); err != nil {
+		if _, err := b.processLocal(ctx, host, side, 10, warm, 0); err != nil {
 			return nil, fmt.Errorf("warm-up %s: %w", side, err)
 		}
 		if len(kids) > 0 {
@@ -182,12 +190,12 @@ func (b *bench) processing(ctx context.Context) ([]group, error) {
 	var groups []group
 	for _, l := range layouts {
 		g := newGroup("process "+l.name, "tasks", sides)
-		g.Servers, g.Concurrency = l.servers, l.conc
+		g.Servers, g.Concurrency, g.HandlerWaitMS = l.servers, l.conc, ms(l.wait)
 		for r := range b.cfg.Rounds {
 			for _, side := range rotate(sides, r) {
 				var s sample
 				if l.servers == 1 {
-					s, err = b.processLocal(ctx, host, side, l.conc, b.cfg.N)
+					s, err = b.processLocal(ctx, host, side, l.conc, b.cfg.N, l.wait)
 				} else {
 					s, err = b.processChildren(ctx, kids, side, l.conc, b.cfg.N)
 				}
@@ -212,3 +220,6 @@ func rotate(sides []string, r int) []string {
 	}
 	return out
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	fs.IntVar(&cfg.N, "n", 20000, "tasks per processing measurement")
 	fs.IntVar(&cfg.Rounds, "rounds", 7, "paired rounds per comparison")
 	fs.IntVar(&cfg.EnqueueN, "enqueue-n", 4000, "enqueues per enqueue measurement")
+	fs.DurationVar(&cfg.IOWait, "io-wait", time.Millisecond, "the realistic handler's I/O wait, measured beside the no-op handler at c=10 and end to end (0: no-op only)")
 	fs.IntVar(&cfg.MemoryN, "memory-n", 2000, "completed jobs retained for the memory sample")
 	fs.BoolVar(&cfg.Cluster, "cluster", false, "also start a 3-master Redis Cluster (needs redis-cli) and measure how one job type's commands spread over it")
 	fs.BoolVar(&cfg.Netns, "netns", false, "run the bench's redis-server one hop away: in a network namespace over a veth pair (needs root, ip, tc)")
@@ -156,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		Redis: env.Version, RedisOwn: env.Own, Network: env.network,
 		Settings: Settings{N: cfg.N, Rounds: cfg.Rounds, EnqueueN: cfg.EnqueueN, MemoryN: cfg.MemoryN,
 			Concurrency: cfg.Conc, TwoProcsConc: cfg.TwoConc, Goroutines: cfg.Goroutines, DupGoroutines: cfg.DupG,
-			TaskCheckInterval: taskCheck.String()},
+			TaskCheckInterval: taskCheck.String(), HandlerWait: durationOrEmpty(cfg.IOWait)},
 	}
 	for _, p := range []struct {
 		name string
@@ -262,4 +263,12 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// durationOrEmpty is d as text, "" for 0 (left out of the JSON).
+func durationOrEmpty(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }

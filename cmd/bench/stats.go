@@ -7,14 +7,17 @@ import (
 
 // group is one paired comparison: the same sides measured round after round.
 type group struct {
-	Name        string       `json:"name"`
-	Unit        string       `json:"unit"` // what one op is: "tasks" or "enqueues"
-	Servers     int          `json:"servers,omitempty"`
-	Concurrency int          `json:"concurrency,omitempty"`
-	Goroutines  int          `json:"goroutines,omitempty"`
-	Results     []SideResult `json:"results"`
-	sides       []string
-	samples     map[string][]sample
+	Name        string `json:"name"`
+	Unit        string `json:"unit"` // what one op is: "tasks" or "enqueues"
+	Servers     int    `json:"servers,omitempty"`
+	Concurrency int    `json:"concurrency,omitempty"`
+	Goroutines  int    `json:"goroutines,omitempty"`
+	// HandlerWaitMS is how long each handler waited (the realistic rows:
+	// 1 ms of I/O wait); 0 for the no-op handler.
+	HandlerWaitMS float64      `json:"handler_wait_ms,omitempty"`
+	Results       []SideResult `json:"results"`
+	sides         []string
+	samples       map[string][]sample
 }
 
 func newGroup(name, unit string, sides []string) group {

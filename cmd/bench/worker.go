@@ -64,7 +64,10 @@ type serverRun struct {
 	// result, when set before start, is what every handler hands onceq to
 	// keep in the job's record (dedup.SetResult).
 	result []byte
-	once   sync.Once
+	// wait, when set before start, is how long every handler waits, as on
+	// a downstream's round trip: the realistic handler beside the no-op one.
+	wait time.Duration
+	once sync.Once
 }
 
 // prepare builds a server for side on queue; Start runs it.
@@ -87,6 +90,9 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 		return nil, err
 	}
 	r.mux.HandleFunc(taskType, func(ctx context.Context, _ *asynq.Task) error {
+		if r.wait > 0 {
+			time.Sleep(r.wait)
+		}
 		if r.result != nil {
 			dedup.SetResult(ctx, r.result)
 		}

@@ -26,11 +26,18 @@ func taskIDSafe(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == ':' || c == '.' || c == '_'
 }
 
-// TaskID is the asynq task id onceq gives the job with key k.
+// TaskID is the asynq task id onceq gives the job with key k: the
+// encoding of k.String(), written from the two parts without building it.
 func (k Key) TaskID() string {
-	s := k.String()
 	var b strings.Builder
-	b.Grow(len(s) + 8)
+	b.Grow(len(k.Namespace) + len(k.ID) + 9)
+	writeTaskID(&b, k.Namespace)
+	b.WriteByte('=') // the separator, '/'
+	writeTaskID(&b, k.ID)
+	return b.String()
+}
+
+func writeTaskID(b *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case taskIDSafe(c):
@@ -45,7 +52,47 @@ func (k Key) TaskID() string {
 			b.WriteByte(hexDigits[c&0xf])
 		}
 	}
-	return b.String()
+}
+
+// cutTaskID reports whether id starts with the encoding of s, and returns
+// the rest of id: TaskID compared in place, without building it.
+func cutTaskID(s, id string) (string, bool) {
+	for i := 0; i < len(s); i++ {
+		var want string
+		switch c := s[i]; {
+		case taskIDSafe(c):
+			if id == "" || id[0] != c {
+				return "", false
+			}
+			id = id[1:]
+			continue
+		case c == '/':
+			want = "="
+		case c == '-':
+			want = "~"
+		default:
+			if len(id) < 3 || id[0] != '!' || id[1] != hexDigits[c>>4] || id[2] != hexDigits[c&0xf] {
+				return "", false
+			}
+			id = id[3:]
+			continue
+		}
+		if !strings.HasPrefix(id, want) {
+			return "", false
+		}
+		id = id[len(want):]
+	}
+	return id, true
+}
+
+// isTaskIDOf reports whether id is exactly k.TaskID().
+func isTaskIDOf(k Key, id string) bool {
+	rest, ok := cutTaskID(k.Namespace, id)
+	if !ok || !strings.HasPrefix(rest, "=") {
+		return false
+	}
+	rest, ok = cutTaskID(k.ID, rest[1:])
+	return ok && rest == ""
 }
 
 // KeyFromTaskID is the inverse of Key.TaskID. It accepts only what TaskID
@@ -70,7 +117,7 @@ func KeyFromTaskID(id string) (Key, error) {
 	if err != nil {
 		return Key{}, fmt.Errorf("%w: task id %q: not an onceq task id", ErrInvalidKey, id)
 	}
-	if k.TaskID() != id {
+	if !isTaskIDOf(k, id) {
 		return Key{}, fmt.Errorf("%w: task id %q is not in canonical form (want %q)", ErrInvalidKey, id, k.TaskID())
 	}
 	return k, nil

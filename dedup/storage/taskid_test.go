@@ -68,3 +68,47 @@ func FuzzTaskID(f *testing.F) {
 		}
 	})
 }
+
+// taskIDOfString is TaskID as first written: the encoding of k.String().
+func taskIDOfString(k Key) string {
+	var b strings.Builder
+	s := k.String()
+	for i := 0; i < len(s); i++ {
+		b.WriteString(taskIDOf(s[i]))
+	}
+	return b.String()
+}
+
+func taskIDOf(c byte) string {
+	switch {
+	case taskIDSafe(c):
+		return string(c)
+	case c == '/':
+		return "="
+	case c == '-':
+		return "~"
+	}
+	return "!" + string(hexDigits[c>>4]) + string(hexDigits[c&0xf])
+}
+
+// FuzzTaskIDInPlace: TaskID built from the key's parts is the encoding of
+// its String, and the in-place check KeyFromTaskID makes says "same" for
+// exactly that id, for any key and any id.
+func FuzzTaskIDInPlace(f *testing.F) {
+	f.Add("payment:charge", "pmt-1/2=3~4!5", "payment:charge=pmt~1=2!3D3!7E4!215")
+	f.Add("a", "é", "a=!C3!A9")
+	f.Add("a/b", "c", "a=b=c")
+	f.Add("a", "b", "a=b!")
+	f.Fuzz(func(t *testing.T, ns, id, tid string) {
+		k := Key{Namespace: ns, ID: id}
+		want := taskIDOfString(k)
+		if got := k.TaskID(); got != want {
+			t.Fatalf("TaskID(%q) = %q, want %q", k, got, want)
+		}
+		for _, s := range []string{tid, want, want + "x", strings.TrimSuffix(want, want[len(want)-1:])} {
+			if got := isTaskIDOf(k, s); got != (s == want) {
+				t.Fatalf("isTaskIDOf(%q, %q) = %v, want %v", k, s, got, s == want)
+			}
+		}
+	})
+}
