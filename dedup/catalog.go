@@ -78,6 +78,13 @@ type Spec[P any] struct {
 	// KeepFailed keeps a key that failed for good refused for its unique
 	// window. Default: false, the failure frees the key.
 	KeepFailed bool
+	// History keeps each key's last decisions (Producer.History), written
+	// by the scripts that make them: a job's enqueue starts it, and the
+	// worker adds its claims and ends of runs. It costs Redis about 10-20
+	// µs per task and 152 B per remembered key (docs/performance.md):
+	// worth it where someone will ask why a job was skipped. Default:
+	// false.
+	History bool
 	// MaxRetry for asynq; 0: asynq's default (25).
 	MaxRetry int
 	// WriteResult puts the type's completed tasks on the dashboard: asynq
@@ -226,7 +233,7 @@ func (t *Typed[P]) job(p P, explicit, scope string) (Job, error) {
 		j.Rules = append(j.Rules, rules...)
 	}
 	j.MaxRetry = s.MaxRetry
-	j.Repeat, j.KeepFailed = s.Repeat, s.KeepFailed
+	j.Repeat, j.KeepFailed, j.History = s.Repeat, s.KeepFailed, s.History
 	return j, nil
 }
 

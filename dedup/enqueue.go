@@ -32,7 +32,8 @@ type enqueueGuard struct {
 	successor time.Duration
 	// replacesPending: under it, the job replaces a task not started.
 	replacesPending bool
-	// The history's side (recording).
+	// The history's side (recording), when the job keeps one.
+	history        bool
 	head, inserted string
 	unique         time.Duration
 	next           []string
@@ -88,7 +89,7 @@ func (g *enqueueGuard) withRules(rules []*Rule, holder string) {
 // followed by another insert (the producer replaces the task: refused and
 // replaceable), so that only the insert records.
 func (g *enqueueGuard) recording(ctx context.Context, j Job, in insert) {
-	g.head, g.unique, g.incarnation = enqueueHead(ctx), j.Unique, in.incarnation
+	g.head, g.unique, g.incarnation, g.history = enqueueHead(ctx), j.Unique, in.incarnation, j.History
 	reason := ""
 	if slices.Contains(in.replace, "pending") {
 		reason = "replaced"
@@ -122,7 +123,10 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
 	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
-	a.History, a.Head, a.Inserted, a.HistoryTTL = historyKey(g.key), g.head, g.inserted, g.unique
+	a.Head, a.Inserted, a.HistoryTTL = g.head, g.inserted, g.unique
+	if g.history {
+		a.History = historyKey(g.key)
+	}
 	if g.successor > 0 {
 		a.Successor = &asynqwire.Successor{Next: nextKey(g.key), Registry: successorsKey, Field: g.key.String(),
 			TTL: g.successor, Pending: g.replacesPending}

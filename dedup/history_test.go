@@ -177,12 +177,12 @@ func TestHistoryConflictAndReplace(t *testing.T) {
 		ID   string `json:"id"`
 		Body string `json:"body"`
 	}
-	strict := dedup.Define(dedup.Spec[doc]{Type: "hist:strict", ID: func(d doc) string { return d.ID }})
+	strict := dedup.Define(dedup.Spec[doc]{Type: "hist:strict", ID: func(d doc) string { return d.ID }, History: true})
 	r, err := dedup.ParseRepeat("replace")
 	if err != nil {
 		t.Fatal(err)
 	}
-	replacing := dedup.Define(dedup.Spec[doc]{Type: "hist:replace", ID: func(d doc) string { return d.ID }, Repeat: r})
+	replacing := dedup.Define(dedup.Spec[doc]{Type: "hist:replace", ID: func(d doc) string { return d.ID }, Repeat: r, History: true})
 	p, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -215,5 +215,48 @@ func TestHistoryConflictAndReplace(t *testing.T) {
 		if got := history(first.Key); !slices.Equal(got, c.want) {
 			t.Errorf("%s: history %q, want %q", c.kind.Type, got, c.want)
 		}
+	}
+}
+
+// A type that keeps no history (Spec.History false, the default) writes
+// none: not at its enqueue, a repeat, the worker's claim or completion.
+func TestNoHistoryUnlessTheTypeKeepsOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	kind := dedup.Define(dedup.Spec[note]{Type: "hist:none", ID: func(n note) string { return n.ID }})
+	catalog, err := dedup.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := dedup.NewServer(rdb, nil, asynq.Config{Concurrency: 2, LogLevel: asynq.WarnLevel}, dedup.MiddlewareOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := asynq.NewServeMux()
+	mux.Handle(kind.Type, dedup.Handle(kind, func(context.Context, note) (string, error) { return "ok", nil }))
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(ctx) }()
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := kind.Job(note{ID: "quiet"})
+	if out, err := producer.Enqueue(ctx, j); err != nil || out.Decision != dedup.Enqueued {
+		t.Fatalf("enqueue: %+v %v", out, err)
+	}
+	if st, err := producer.Wait(ctx, j, 20*time.Second); err != nil || st.State != dedup.StatusDone {
+		t.Fatalf("wait: %+v %v", st, err)
+	}
+	if out, err := producer.Enqueue(ctx, j); err != nil || out.Decision != dedup.Duplicate {
+		t.Fatalf("repeat: %+v %v", out, err)
+	}
+	if keys := rdb.Keys(ctx, "onceq:*:hist").Val(); len(keys) != 0 {
+		t.Errorf("history keys %v, want none", keys)
+	}
+	if h, err := producer.History(ctx, j.Key); err != nil || len(h) != 0 {
+		t.Errorf("history %v %v, want none", h, err)
 	}
 }

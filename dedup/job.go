@@ -61,6 +61,8 @@ type Job struct {
 	// KeepFailed: a job that failed for good keeps blocking Key for the
 	// unique window, instead of letting a repeat start a new incarnation.
 	KeepFailed bool
+	// History: the key keeps its history (Spec.History).
+	History bool
 	// WriteResult: asynq keeps the completed task, with its result, for
 	// Unique (the Spec's WriteResult), for the dashboard.
 	WriteResult bool

@@ -84,7 +84,7 @@ type note struct {
 // dashboard (Spec.WriteResult: asynq keeps them).
 func noteKind(t *testing.T, shown bool) (*dedup.Typed[note], *dedup.Catalog) {
 	t.Helper()
-	kind := dedup.Define(dedup.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }, WriteResult: shown})
+	kind := dedup.Define(dedup.Spec[note]{Type: "join:note", ID: func(n note) string { return n.ID }, WriteResult: shown, History: true})
 	catalog, err := dedup.NewCatalog(kind.Kind)
 	if err != nil {
 		t.Fatal(err)

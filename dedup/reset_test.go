@@ -22,7 +22,7 @@ type resetPay struct {
 
 // resetKind has a time window on its key and a rate rule per account:
 // windows a reset must find from the key alone.
-var resetKind = dedup.Define(dedup.Spec[resetPay]{Type: "reset:pay", ID: func(p resetPay) string { return p.ID },
+var resetKind = dedup.Define(dedup.Spec[resetPay]{Type: "reset:pay", ID: func(p resetPay) string { return p.ID }, History: true,
 	Window: time.Hour,
 	Rules: func(p resetPay) ([]*dedup.Rule, error) {
 		return []*dedup.Rule{{Key: dedup.Key{Namespace: "reset:acct", ID: p.Account}, Window: time.Hour}}, nil

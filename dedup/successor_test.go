@@ -187,7 +187,7 @@ func TestSuccessorStepByStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t).Client(t)
-	kind := dedup.Define(dedup.Spec[update]{Type: "account:step", ID: func(u update) string { return u.Account },
+	kind := dedup.Define(dedup.Spec[update]{Type: "account:step", ID: func(u update) string { return u.Account }, History: true,
 		Repeat: dedup.Repeat{Policy: "successor"}})
 	catalog, err := dedup.NewCatalog(kind.Kind)
 	if err != nil {

@@ -47,6 +47,9 @@ func define[P any](w Windows, s dedup.Spec[P]) *dedup.Typed[P] {
 	if r, ok := w.OnRepeat[s.Type]; ok {
 		s.Repeat = r
 	}
+	// The daemon's operators ask why a job was skipped: every built-in
+	// type keeps its keys' history (producer history, GET .../history).
+	s.History = true
 	return dedup.Define(s)
 }
 

@@ -52,5 +52,5 @@ end
 redis.call('SET', KEYS[1],
   string.format('r|%.0f|%s|%d|%s|%s|%s|%s', tok, ARGV[2], att, fs, fp, ARGV[4], ARGV[6]),
   'PX', tonumber(ARGV[5]) + tonumber(ARGV[6]))
-onceq_history(KEYS[2], ARGV[8], tonumber(ARGV[5]) + tonumber(ARGV[6]), 'max')
+onceq_history(KEYS[2], ARGV[8], tonumber(ARGV[5]) + tonumber(ARGV[6]), 'max', true)
 return {1, tok, att, tonumber(fs)}

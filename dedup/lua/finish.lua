@@ -19,6 +19,6 @@ end
 local head = string.match(v, '^r(|.*|)[^|]*|[^|]*$')
 redis.call('SET', KEYS[1], ARGV[2] .. head .. ARGV[3] .. '|' .. ARGV[4], 'PX', ARGV[5])
 if KEYS[2] then
-  onceq_history(KEYS[2], ARGV[6], ARGV[5], ARGV[2] == 'd' and 'done' or 'max')
+  onceq_history(KEYS[2], ARGV[6], ARGV[5], ARGV[2] == 'd' and 'done' or 'max', true)
 end
 return 1

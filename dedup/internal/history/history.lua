@@ -1,4 +1,4 @@
--- onceq_history(key, entry, ttl, how): a key's history gains entry, in the
+-- onceq_history(key, entry, ttl, how, existing): a key's history gains entry, in the
 -- same script as the decision it records. Every script that decides about a
 -- key appends through this function (Go prepends it, with HISTORY_KEEP).
 -- key   -> onceq:{ns/id}:hist, a string: entries newest first, one per line
@@ -12,9 +12,18 @@
 --          refusal: it does not make the key remembered longer);
 --          'done': the run is over: the entries of its claims ('a', acquired)
 --          leave, and the history lives exactly ttl, as the done record.
+-- existing -> true: only a history that exists gains it (the worker's
+--          decisions: a type keeps a history when its producer starts one).
+-- key "" keeps nothing: a type that keeps no history (Spec.History).
 -- At most HISTORY_KEEP entries are kept: the oldest leave first.
-local function onceq_history(key, entry, ttl, how)
+local function onceq_history(key, entry, ttl, how, existing)
+  if key == '' then
+    return -- a type that keeps no history (Spec.History)
+  end
   local old = redis.call('GET', key)
+  if existing and not old then
+    return -- the worker adds to a history the producer started
+  end
   local lines = {entry}
   ttl = math.max(tonumber(ttl) or 1, 1)
   if old then

@@ -50,7 +50,7 @@ local old = redis.call('SET', t[2],
   'NX', 'PX', ARGV[6], 'GET')
 if not old then
   if t[4] then
-    onceq_history(t[4], ARGV[8] .. 'a|' .. (t[5] or '1') .. '|', ARGV[6], 'max')
+    onceq_history(t[4], ARGV[8] .. 'a|' .. (t[5] or '1') .. '|', ARGV[6], 'max', true)
   end
   return {t[1], id, 1, t[2], fp}
 end

@@ -8,7 +8,8 @@
 -- KEYS[5] -> asynq:{<queue>}:archived
 -- KEYS[6] -> asynq:{<queue>}:completed
 -- KEYS[7] -> onceq:{ns/id}:rec, the idempotency record; absent on Cluster (another slot)
--- KEYS[8] -> onceq:{ns/id}:hist, the key's history; with KEYS[7]
+-- KEYS[8] -> onceq:{ns/id}:hist, the key's history; with KEYS[7] ("": the
+--            type keeps none)
 -- KEYS[9] -> onceq:{ns/id}:inc, the key's next incarnation after a reset (with KEYS[7])
 -- KEYS[10] -> onceq:{ns/id}:wins, the windows the job took (with KEYS[7]): a
 --            reset finds them there; it lives as long as the longest of them
@@ -143,7 +144,10 @@ if n == 0 then
   return refuse()
 end
 if KEYS[7] then
-  redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6], 'onceq_hist', KEYS[8])
+  redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
+  if KEYS[8] ~= '' then
+    redis.call('HSET', KEYS[1], 'onceq_hist', KEYS[8])
+  end
   if ARGV[11] ~= '1' then
     redis.call('HSET', KEYS[1], 'onceq_inc', ARGV[11])
   end

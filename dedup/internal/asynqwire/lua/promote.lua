@@ -42,6 +42,6 @@ local function promote(task, pending, archived, completed, rec, nxt, hist, regis
   end
   redis.call('LPUSH', pending, id)
   redis.call('HDEL', registry, field)
-  onceq_history(hist, head .. 'e|' .. (s[3] or '') .. '|the successor started: the run before it ended', ttl, 'max')
+  onceq_history(hist, head .. 'e|' .. (s[3] or '') .. '|the successor started: the run before it ended', ttl, 'max', true)
   return 1
 end

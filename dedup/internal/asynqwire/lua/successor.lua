@@ -8,7 +8,7 @@
 -- KEYS[7] -> onceq:{ns/id}:rec, the record
 -- KEYS[8] -> onceq:{ns/id}:next, the key's successor
 -- KEYS[9] -> onceq:successors, the successors the workers' sweep starts
--- KEYS[10] -> onceq:{ns/id}:hist, the key's history
+-- KEYS[10] -> onceq:{ns/id}:hist, the key's history ("": the type keeps none)
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the job's fingerprint
 -- ARGV[6] -> how long the successor waits at most, ms; the history's TTL
@@ -43,7 +43,10 @@ end
 local function insert(why)
   local n = asynq_insert()
   if n == 1 then
-    redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[5], 'onceq_hist', KEYS[10])
+    redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[5])
+    if KEYS[10] ~= '' then
+      redis.call('HSET', KEYS[1], 'onceq_hist', KEYS[10])
+    end
     if ARGV[10] ~= '1' then
       redis.call('HSET', KEYS[1], 'onceq_inc', ARGV[10])
     end
