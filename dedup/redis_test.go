@@ -69,6 +69,10 @@ func TestTTLs(t *testing.T) {
 	const ttl = 2 * time.Second
 	s, _ := newStore(t, rdb, storage.Options{DoneTTL: ttl, FailedTTL: ttl})
 	done, failed, running := mustKey(t, "t", "done"), mustKey(t, "t", "failed"), mustKey(t, "t", "running")
+	// The producer of a type that keeps a history starts it at the enqueue.
+	for _, k := range []dedup.Key{done, failed} {
+		rdb.Set(ctx, "onceq:{"+k.String()+"}:hist", "enqueued", time.Second)
+	}
 
 	c := mustClaim(t, s, done, "", time.Minute, dedup.Acquired)
 	if err := s.Complete(ctx, c.Hold, []byte("r"), 0); err != nil {

@@ -32,6 +32,7 @@ func TestPromoteIsAsynqsEnqueue(t *testing.T) {
 	rdb.HSet(ctx, "onceq:{k/1}:next", "msg", msg, "fp", "fp-new", "inc", "2")
 	rdb.PExpire(ctx, "onceq:{k/1}:next", time.Hour)
 	rdb.HSet(ctx, "onceq:successors", "k/1", "b")
+	rdb.Set(ctx, "onceq:{k/1}:hist", "enqueued", time.Minute) // the producer's, which the worker adds to
 	got, err := Sweep(ctx, rdb, "onceq:successors", []Waiting{{Field: "k/1", Queue: "b", ID: id,
 		Record: "onceq:{k/1}:rec", Next: "onceq:{k/1}:next", History: "onceq:{k/1}:hist"}}, time.Unix(0, now), "head|worker||")
 	if err != nil || len(got) != 1 || got[0] != 1 {
