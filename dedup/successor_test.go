@@ -66,6 +66,37 @@ func (l *runLog) last(account string) int {
 	return rs[len(rs)-1].seq
 }
 
+// serveUpdates runs kind's jobs through h on a Server of its own on rdb
+// (cfg is asynq's), stopped when the test ends, and returns a Producer
+// with kind's catalog.
+func serveUpdates(t *testing.T, rdb *redis.Client, kind *dedup.Typed[update], cfg asynq.Config,
+	h func(context.Context, update) (int, error)) *dedup.Producer {
+	t.Helper()
+	catalog, err := dedup.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := dedup.NewServer(rdb, nil, cfg, dedup.MiddlewareOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := asynq.NewServeMux()
+	mux.Handle(kind.Type, dedup.Handle(kind, h))
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return producer
+}
+
 // The successor policy under load: 10,000 updates to 100 accounts while
 // their runs are in flight. No update is refused, no two runs of an
 // account overlap, and every account's last run saw its last update.
@@ -76,29 +107,8 @@ func TestSuccessorKeepsTheLastUpdate(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	kind := dedup.Define(dedup.Spec[update]{Type: "account:sync", ID: func(u update) string { return u.Account },
 		Repeat: dedup.Repeat{Policy: "successor"}})
-	catalog, err := dedup.NewCatalog(kind.Kind)
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := &runLog{runs: map[string][]run{}, active: map[string]int{}}
-	srv, err := dedup.NewServer(rdb, nil, asynq.Config{Concurrency: 20, LogLevel: asynq.WarnLevel}, dedup.MiddlewareOptions{Catalog: catalog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := asynq.NewServeMux()
-	mux.Handle(kind.Type, dedup.Handle(kind, log.handler(3*time.Millisecond)))
-	if err := srv.Start(mux); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: catalog})
-	if err != nil {
-		t.Fatal(err)
-	}
+	producer := serveUpdates(t, rdb, kind, asynq.Config{Concurrency: 20, LogLevel: asynq.WarnLevel}, log.handler(3*time.Millisecond))
 
 	// Ten senders, each the only one of its ten accounts, send their
 	// updates in order, interleaved across accounts.
@@ -189,41 +199,20 @@ func TestSuccessorStepByStep(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	kind := dedup.Define(dedup.Spec[update]{Type: "account:step", ID: func(u update) string { return u.Account }, History: true,
 		Repeat: dedup.Repeat{Policy: "successor"}})
-	catalog, err := dedup.NewCatalog(kind.Kind)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type seen struct {
 		seq        int
 		downstream string
 	}
 	ran := make(chan seen, 10)
 	release := make(chan struct{})
-	srv, err := dedup.NewServer(rdb, nil, asynq.Config{Concurrency: 2, LogLevel: asynq.WarnLevel}, dedup.MiddlewareOptions{Catalog: catalog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := asynq.NewServeMux()
-	mux.Handle(kind.Type, dedup.Handle(kind, func(ctx context.Context, u update) (int, error) {
+	producer := serveUpdates(t, rdb, kind, asynq.Config{Concurrency: 2, LogLevel: asynq.WarnLevel}, func(ctx context.Context, u update) (int, error) {
 		ds, _ := dedup.DownstreamKey(ctx)
 		ran <- seen{u.Seq, ds}
 		if u.Seq == 1 {
 			<-release
 		}
 		return u.Seq, nil
-	}))
-	if err := srv.Start(mux); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: catalog})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	send := func(seq int) dedup.Outcome {
 		t.Helper()
 		out, err := producer.Enqueue(ctx, kind.Job(update{Account: "a", Seq: seq}))
@@ -323,37 +312,16 @@ func TestSuccessorAfterFailure(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	kind := dedup.Define(dedup.Spec[update]{Type: "account:fail", ID: func(u update) string { return u.Account },
 		Repeat: dedup.Repeat{Policy: "successor"}, MaxRetry: 1})
-	catalog, err := dedup.NewCatalog(kind.Kind)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ran := make(chan int, 10)
-	srv, err := dedup.NewServer(rdb, nil, asynq.Config{Concurrency: 2, LogLevel: asynq.ErrorLevel,
+	producer := serveUpdates(t, rdb, kind, asynq.Config{Concurrency: 2, LogLevel: asynq.ErrorLevel,
 		RetryDelayFunc: func(int, error, *asynq.Task) time.Duration { return 500 * time.Millisecond }},
-		dedup.MiddlewareOptions{Catalog: catalog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := asynq.NewServeMux()
-	mux.Handle(kind.Type, dedup.Handle(kind, func(ctx context.Context, u update) (int, error) {
-		ran <- u.Seq
-		if u.Seq == 1 {
-			return 0, fmt.Errorf("declined")
-		}
-		return u.Seq, nil
-	}))
-	if err := srv.Start(mux); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	producer, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: catalog})
-	if err != nil {
-		t.Fatal(err)
-	}
+		func(ctx context.Context, u update) (int, error) {
+			ran <- u.Seq
+			if u.Seq == 1 {
+				return 0, fmt.Errorf("declined")
+			}
+			return u.Seq, nil
+		})
 	if out, err := producer.Enqueue(ctx, kind.Job(update{Account: "b", Seq: 1})); err != nil || out.Decision != dedup.Enqueued {
 		t.Fatalf("first: %+v %v", out, err)
 	}
