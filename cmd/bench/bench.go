@@ -31,6 +31,7 @@ type config struct {
 	Goroutines  []int         // enqueue concurrencies
 	DupG        []int         // goroutines for the duplicate-vs-insert cost
 	IOWait      time.Duration // the realistic handler's wait (c=10 and end to end; 0: none)
+	History     bool          // onceq's jobs keep their keys' history (Spec.History, -history)
 	Phases      map[string]bool
 	Cluster     bool // also measure a 3-master cluster (-cluster)
 	Netns       bool // redis-server in a network namespace over a veth pair
@@ -75,15 +76,17 @@ func newBench(cfg config, env *redisEnv) *bench {
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	typ := "bench-" + id + ":noop"
-	return &bench{cfg: cfg, env: env, run: id, taskType: typ, catalog: benchCatalog(typ, "", false), shown: benchCatalog(typ, "", true)}
+	return &bench{cfg: cfg, env: env, run: id, taskType: typ,
+		catalog: benchCatalog(typ, "", false, cfg.History), shown: benchCatalog(typ, "", true, cfg.History)}
 }
 
 // benchCatalog is the bench's one type, on queue ("": asynq's default), its
-// completed tasks kept for the dashboard when shown: a server of that
-// queue takes it as its catalog.
-func benchCatalog(typ, queue string, shown bool) *dedup.Catalog {
+// completed tasks kept for the dashboard when shown, its keys' history
+// kept with history: a server of that queue takes it as its catalog (a
+// worker adds to the histories the producer starts, whatever its own says).
+func benchCatalog(typ, queue string, shown, history bool) *dedup.Catalog {
 	cat, err := dedup.NewCatalog(dedup.Define(dedup.Spec[benchEmail]{Type: typ, Queue: queue, ID: func(e benchEmail) string { return e.ID },
-		WriteResult: shown}).Kind)
+		WriteResult: shown, History: history}).Kind)
 	if err != nil {
 		panic(err) // one valid kind
 	}

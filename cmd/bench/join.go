@@ -117,11 +117,11 @@ func (b *bench) joinSample(ctx context.Context, addr, side string, conc int) (jo
 		Logger: quietLogger{w: b.cfg.warn}, LogLevel: asynq.WarnLevel}
 	var srv server
 	if side == "joined" {
-		if srv, err = dedup.NewServer(rdb, store, cfg, dedup.MiddlewareOptions{Catalog: benchCatalog(b.taskType, queue, false)}); err != nil {
+		if srv, err = dedup.NewServer(rdb, store, cfg, dedup.MiddlewareOptions{Catalog: benchCatalog(b.taskType, queue, false, b.cfg.History)}); err != nil {
 			return joinSample{}, err
 		}
 	} else {
-		mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Catalog: benchCatalog(b.taskType, queue, false)})
+		mw, err := dedup.NewMiddleware(store, dedup.MiddlewareOptions{Catalog: benchCatalog(b.taskType, queue, false, b.cfg.History)})
 		if err != nil {
 			return joinSample{}, err
 		}

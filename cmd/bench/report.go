@@ -55,6 +55,7 @@ type Settings struct {
 	DupGoroutines     []int  `json:"duplicate_goroutines"`
 	TaskCheckInterval string `json:"task_check_interval"`
 	HandlerWait       string `json:"handler_wait,omitempty"` // the realistic rows' (-io-wait)
+	History           bool   `json:"history,omitempty"`      // onceq's jobs keep a history (-history)
 }
 
 func (r *Report) group(name string) *group {

@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	fs.IntVar(&cfg.N, "n", 20000, "tasks per processing measurement")
 	fs.IntVar(&cfg.Rounds, "rounds", 7, "paired rounds per comparison")
 	fs.IntVar(&cfg.EnqueueN, "enqueue-n", 4000, "enqueues per enqueue measurement")
+	fs.BoolVar(&cfg.History, "history", false, "onceq's jobs keep their keys' history (Spec.History, as the daemon's types do): run beside a run without it, the difference is its cost")
 	fs.DurationVar(&cfg.IOWait, "io-wait", time.Millisecond, "the realistic handler's I/O wait, measured beside the no-op handler at c=10 and end to end (0: no-op only)")
 	fs.IntVar(&cfg.MemoryN, "memory-n", 2000, "completed jobs retained for the memory sample")
 	fs.BoolVar(&cfg.Cluster, "cluster", false, "also start a 3-master Redis Cluster (needs redis-cli) and measure how one job type's commands spread over it")
@@ -157,7 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 		Redis: env.Version, RedisOwn: env.Own, Network: env.network,
 		Settings: Settings{N: cfg.N, Rounds: cfg.Rounds, EnqueueN: cfg.EnqueueN, MemoryN: cfg.MemoryN,
 			Concurrency: cfg.Conc, TwoProcsConc: cfg.TwoConc, Goroutines: cfg.Goroutines, DupGoroutines: cfg.DupG,
-			TaskCheckInterval: taskCheck.String(), HandlerWait: durationOrEmpty(cfg.IOWait)},
+			TaskCheckInterval: taskCheck.String(), HandlerWait: durationOrEmpty(cfg.IOWait), History: cfg.History},
 	}
 	for _, p := range []struct {
 		name string

@@ -77,7 +77,7 @@ func (h *workerHost) prepare(side, queue, taskType string, concurrency int, targ
 	var err error
 	var cat *dedup.Catalog
 	if side == sideShown {
-		cat = benchCatalog(taskType, queue, true)
+		cat = benchCatalog(taskType, queue, true, false)
 	}
 	r.srv, err = newServer(side == sideOnceq || side == sideShown, cat, h.rdb, h.store, asynq.Config{
 		Concurrency:       concurrency,
