@@ -35,13 +35,15 @@ type policy struct {
 	Repeat      dedup.Repeat  `json:"repeat,omitzero"`
 	KeepFailed  bool          `json:"keep_failed,omitempty"`
 	WriteResult bool          `json:"write_result,omitempty"`
+	History     bool          `json:"history,omitempty"`
 	Options     []option      `json:"options,omitempty"`
 }
 
 // policyOf is what the outbox keeps of j beyond its task, key, content and
 // queue (which have columns of their own), at now.
 func policyOf(j dedup.Job, now time.Time) (policy, error) {
-	pol := policy{Unique: j.Unique, MaxRetry: j.MaxRetry, Repeat: j.Repeat, KeepFailed: j.KeepFailed, WriteResult: j.WriteResult}
+	pol := policy{Unique: j.Unique, MaxRetry: j.MaxRetry, Repeat: j.Repeat, KeepFailed: j.KeepFailed, WriteResult: j.WriteResult,
+		History: j.History}
 	for _, r := range j.Rules {
 		pol.Rules = append(pol.Rules, ruleOf(r))
 	}
@@ -265,6 +267,7 @@ func (r outboxRow) job() (dedup.Job, error) {
 		Repeat:      pol.Repeat,
 		KeepFailed:  pol.KeepFailed,
 		WriteResult: pol.WriteResult,
+		History:     pol.History,
 	}
 	for _, x := range pol.Rules {
 		j.Rules = append(j.Rules, x.rule())

@@ -40,7 +40,7 @@ func TestRuleSurvivesTheOutbox(t *testing.T) {
 func TestJobSurvivesTheOutbox(t *testing.T) {
 	in := dedup.Job{
 		Task: asynq.NewTaskWithHeaders("t:x", []byte(`{}`), map[string]string{"h": "v"}), Key: dedup.Key{Namespace: "t:x", ID: "1"},
-		Fingerprint: "fp", Queue: "q", Unique: time.Hour, MaxRetry: 3, KeepFailed: true, WriteResult: true,
+		Fingerprint: "fp", Queue: "q", Unique: time.Hour, MaxRetry: 3, KeepFailed: true, WriteResult: true, History: true,
 		Repeat: dedup.Repeat{Policy: "debounce", Delay: time.Second, MaxWait: time.Minute},
 		Rules:  []*dedup.Rule{{Key: dedup.Key{Namespace: "r", ID: "1"}, Window: time.Minute, Repeats: true}},
 	}
