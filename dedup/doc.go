@@ -11,8 +11,9 @@
 // RetryAfter). NewServer wires an asynq server whose handlers run inside the
 // Middleware; Handle binds a typed func to a type and records its result,
 // which duplicates get back. Producer.Status and Wait say whether a job ran.
-// Spec.Shards spreads a queue over asynq queues in Cluster slots of their
-// own, so one task type can load every master of a Redis Cluster.
+// On Redis Cluster a job goes to its key's home queue (ClusterQueues), in
+// the slot of its record, so one task type loads every master and each
+// script that moves a task reads its record in the same step.
 // The package oncetest holds an in-memory Store and helpers for testing
 // handlers without Redis; pgledger commits a handler's Postgres effects with
 // its record in one transaction.
@@ -24,7 +25,7 @@
 // canonical JSON in hex. Canonical JSON orders object members, normalises
 // numbers and drops the fields tagged `dedup:"volatile"`, so key order and
 // whitespace never change the hash. Every Redis key of one Key shares the
-// Cluster hash tag {namespace/id}. The fingerprint is the same SHA-256 as
+// Cluster hash tag of its home, one of 16 slots chosen from the Key alone. The fingerprint is the same SHA-256 as
 // base64url; it is stored with the record, so a key reused with other
 // content is a Conflict. A producer that uses the key as the asynq task id
 // leaves the key header out: the worker reads the key from the task id.
@@ -117,12 +118,12 @@
 //
 // # Round trips per task
 //
-// On a Server outside Redis Cluster a task costs the worker two Redis round
-// trips, as with bare asynq: the claim of a new key runs in the call of
+// On a Server a task costs the worker two Redis round trips, as with bare
+// asynq, on Redis Cluster too: the claim of a new key runs in the call of
 // asynq's dequeue and Complete in its acknowledgement (join.go). Where that
 // does not apply (a key with a running or failed record, an asynq the
-// library did not verify, Cluster, a Middleware on an asynq server of your
-// own) the claim
+// library did not verify, on Cluster a task outside its key's home queue,
+// a Middleware on an asynq server of your own) the claim
 // (one SET NX PX GET) and Complete are calls of their own: four round trips.
 // The heartbeat extends every live lease of the process in one pipelined
 // round trip per tick.

@@ -22,8 +22,9 @@ type enqueueGuard struct {
 	key     Key
 	fp      string
 	replace []string
-	// cluster: the record and the windows sit in other slots than the
-	// task: only the task is checked in the insert's step.
+	// cluster: on Redis Cluster the key's record and windows share the
+	// task's slot only in its home queue (atHome); elsewhere only the task
+	// is checked in the insert's step.
 	cluster bool
 	rules   []*Rule
 	holder  string
@@ -41,8 +42,8 @@ type enqueueGuard struct {
 	incarnation int
 
 	Ran bool
-	// Found is what held the key when the guard refused the insert outside
-	// Cluster; nil otherwise (then the producer reads it).
+	// Found is what held the key when the guard refused the insert with
+	// the key's record in its step; nil otherwise (then the producer reads it).
 	Found *refusal
 	// Throttled says which rule refused the job, Taken which windows the
 	// insert took ('1') or found its holder had ('0').
@@ -79,7 +80,7 @@ func guardEnqueue(ctx context.Context, k Key, fp string, cluster bool, replace .
 
 // withRules has the insert take rules' windows for holder, checked before
 // anything else: windows are then taken exactly when the task is inserted.
-// Only outside Cluster, where the windows share a node with the task.
+// Only where the windows share the task's slot (Producer.rulesAtHome).
 func (g *enqueueGuard) withRules(rules []*Rule, holder string) {
 	g.rules, g.holder = rules, holder
 }
@@ -118,12 +119,13 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 		return asynqwire.GuardArgs{}, fmt.Errorf("dedup: task %s inserted under the guard of %s", ins.ID, g.key)
 	}
 	a := asynqwire.GuardArgs{Fingerprint: g.fp, Replace: g.replace}
-	if g.cluster {
+	if !atHome(g.cluster, ins.Queue, g.key) {
 		return a, nil
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
 	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
 	a.Head, a.Inserted, a.HistoryTTL = g.head, g.inserted, g.unique
+	a.History = noHistoryKey(g.key)
 	if g.history {
 		a.History = historyKey(g.key)
 	}

@@ -29,6 +29,8 @@ var (
 	IsFailure         = isFailure
 	RetryDelay        = retryDelay
 	TaskKey           = taskKeyOf
+	RedisKey          = keyOf
+	HomeQueues        = homeQueuesOf
 	VolatileFields    = volatileOf
 	ErrBadIncarnation = errBadIncarnation
 	ErrBadPayload     = errBadPayload

@@ -63,8 +63,8 @@ type HistoryEntry struct {
 // decisions, kept while the key is remembered (its job's unique window, or
 // its done record's TTL once done; a done key keeps no entries of its
 // claims). Empty for a key with none. The Producer's enqueues are recorded
-// outside Redis Cluster only (there its insert runs in another slot than
-// the key's), a worker's when its Store is the Redis one; a refusal that
+// when its Store is the Redis one on its client, a worker's when its Store
+// is the Redis one; a refusal that
 // the Producer follows with a replacement is recorded as that insert.
 func (p *Producer) History(ctx context.Context, k Key) ([]HistoryEntry, error) {
 	v, err := p.rdb.Get(ctx, historyKey(k)).Result()

@@ -44,6 +44,9 @@ type joiner struct {
 	dequeues bool           // run the joined dequeue; tests turn it off
 	acks     asynqwire.Acks // the joined acknowledgements; tests empty it
 	off      atomic.Bool
+	// cluster: a completion joins asynq's acknowledgement only for a task
+	// in its key's home queue (atHome).
+	cluster bool
 	// claim is what a joined dequeue writes, but for its token and time.
 	claim asynqwire.Claim
 
@@ -90,12 +93,8 @@ func joining(rdb redis.UniversalClient, store storage.Store, m *Middleware) redi
 	if !ok || s.rdb != rdb {
 		return rdb // another store: nothing of it rides asynq's scripts
 	}
-	if _, cluster := rdb.(*redis.ClusterClient); cluster {
-		m.opts.Observer(context.Background(), Event{Op: opJoin, Outcome: outcomeOff,
-			Reason: "on Redis Cluster a record is in its key's slot, not its queue's: claims and completions go as calls of their own"})
-		return rdb
-	}
-	j := &joiner{m: m, store: s, dequeues: true, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
+	_, cluster := rdb.(*redis.ClusterClient)
+	j := &joiner{cluster: cluster, m: m, store: s, dequeues: true, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	j.claim = asynqwire.Claim{OwnerPrefix: bootOwner + "/", TTL: m.opts.Lease + s.opts.FailedTTL, Grace: s.opts.FailedTTL}
 	m.join = j
@@ -217,8 +216,8 @@ func (j *joiner) park(ctx context.Context, h storage.Hold, result []byte, ttl ti
 	}
 	q, _ := asynq.GetQueueName(ctx)
 	id, ok := asynq.GetTaskID(ctx)
-	if !ok {
-		return false
+	if !ok || !atHome(j.cluster, q, h.Key) {
+		return false // on Cluster a task outside its key's home: its record is in another slot
 	}
 	j.parkAs(ctx, taskName(q, id), h, result, ttl, sink)
 	return true

@@ -55,7 +55,7 @@ func (c *recordCalls) count(cmd redis.Cmder) {
 	default:
 		return
 	}
-	if strings.HasPrefix(key, "onceq:") && strings.HasSuffix(key, "}:rec") {
+	if strings.HasPrefix(key, "onceq:") && strings.HasSuffix(key, ":rec") {
 		c.mu.Lock()
 		c.n[cmd.Name()]++
 		c.mu.Unlock()

@@ -299,7 +299,7 @@ func TestLostJoinedAckReplyIsNoLeaseLost(t *testing.T) {
 				return strings.HasSuffix(s, suffix)
 			})
 		}
-		return c.Name() == "evalsha" && has("}:active") && has("}:rec")
+		return c.Name() == "evalsha" && has("}:active") && has(":rec")
 	}}
 	wrdb.AddHook(drop)
 	kind, catalog := noteKind(t, false)

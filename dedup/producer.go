@@ -55,10 +55,12 @@ type Producer struct {
 	insp   *asynq.Inspector
 	store  storage.Store
 	opts   ProducerOptions
-	// folded: store is the Redis one on the Producer's own client, outside
-	// Cluster, so a guarded insert takes its job's windows itself and reads
-	// the key's record: a completed task need not be kept to refuse repeats.
-	folded  atomic.Pointer[redisStore]
+	// folded: store is the Redis one on the Producer's own client, so a
+	// guarded insert takes its job's windows itself and reads the key's
+	// record: a completed task need not be kept to refuse repeats.
+	folded atomic.Pointer[redisStore]
+	// cluster: a job goes to its key's home queue (shard.go), in its
+	// record's slot.
 	cluster bool
 }
 
@@ -94,7 +96,7 @@ func NewProducer(rdb redis.UniversalClient, store storage.Store, opts ProducerOp
 		return p, nil
 	}
 	asynqwire.Intercept(rdb)
-	if s, ok := store.(*redisStore); ok && s.rdb == rdb && !cluster {
+	if s, ok := store.(*redisStore); ok && s.rdb == rdb {
 		p.folded.Store(s)
 	}
 	return p, nil
@@ -118,9 +120,10 @@ const maxFailures = 3
 // asynq TaskID, which asynq refuses atomically while the task exists, and
 // the script that inserts it also refuses a key whose record is done
 // (guardEnqueue), so asynq need not keep a completed task (see
-// Spec.WriteResult for when it does). Outside Cluster its windows and rate
-// rules are taken in that same script; on Cluster (other slots) each adds
-// one Reserve.
+// Spec.WriteResult for when it does). Its windows and rate rules are
+// taken in that same script, except on Redis Cluster for a rule whose key
+// has another home than the job's (another slot): there each adds one
+// Reserve. On Cluster the job goes to its key's home queue (ClusterQueues).
 //
 // A refused insert is followed by two reads (task and record, in parallel)
 // that say what the key's state is, and so what the repeat gets: a task that
@@ -129,9 +132,9 @@ const maxFailures = 3
 // the answer is Duplicate or Conflict. Each replacement is one atomic script
 // that refuses if the task moved on meanwhile, and then the key is read again.
 //
-// Windows are taken only by accepted jobs. Outside Cluster the insert's
-// script checks and takes them with the insert, atomically. On Cluster a
-// reservation this call took is given back (compare-and-delete on its
+// Windows are taken only by accepted jobs. The insert's script checks and
+// takes them with the insert, atomically. Otherwise (Cluster, a rule in
+// another home) a reservation this call took is given back (compare-and-delete on its
 // holder) when a later rule, asynq's task id check or the enqueue itself
 // refuses the job, so between the reserve and the give-back (one round
 // trip) a concurrent job on the same rule key is refused. A window the same
@@ -143,6 +146,9 @@ func (p *Producer) Enqueue(ctx context.Context, j Job, opts ...asynq.Option) (Ou
 	}
 	if j.Task == nil {
 		return Outcome{}, errors.New("onceq: enqueue: job has no task")
+	}
+	if p.cluster && j.Unique > 0 {
+		j.Queue = homeQueue(j.Queue, homeOf(j.Key)) // its record's slot (shard.go)
 	}
 	if p.opts.Trace == nil {
 		return p.enqueue(ctx, j, nil)
@@ -161,11 +167,11 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 	var taken []*Rule
 	// The give-back must happen even when the caller's ctx has ended.
 	giveBack := func() { p.unreserve(context.WithoutCancel(ctx), taken, holder) }
-	// Outside Cluster a guarded insert takes the windows in its own step
-	// (withRules); else each is reserved first and given back on refusal.
+	// A guarded insert takes the windows in its own step (withRules) where
+	// they share its slot; else each is reserved first and given back on refusal.
 	folded := p.folded.Load()
-	fold := folded != nil && j.Unique > 0 && len(j.Rules) > 0
-	if j.Repeat.Policy == repeatSuccessor && j.Unique > 0 && folded == nil {
+	fold := folded != nil && j.Unique > 0 && len(j.Rules) > 0 && p.rulesAtHome(j)
+	if j.Repeat.Policy == repeatSuccessor && j.Unique > 0 && (folded == nil || p.cluster) {
 		return Outcome{}, fmt.Errorf("onceq: enqueue %s: the successor policy needs the Redis store on the Producer's own client, "+
 			"on one Redis (not Cluster) and a verified asynq: its job must start in the step that sees the run end", holder)
 	}
@@ -251,6 +257,18 @@ func (p *Producer) enqueue(ctx context.Context, j Job, headers map[string]string
 	}
 	p.observe(ctx, j, out)
 	return out, nil
+}
+
+// rulesAtHome says whether every window of j's rules sits in the slot of
+// j's task, so that its insert can take them: always outside Cluster; on
+// Cluster when each rule's key has j's key's home (Spec.Window's does).
+func (p *Producer) rulesAtHome(j Job) bool {
+	for _, r := range j.Rules {
+		if p.cluster && homeOf(r.Key) != homeOf(j.Key) {
+			return false
+		}
+	}
+	return true
 }
 
 // remembers says whether j's key still answers a repeat of j (Rule.OutlastsKey):

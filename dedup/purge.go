@@ -29,8 +29,8 @@ const purgeBatch = 500
 //
 // Purge is not atomic: a job enqueued while it runs may lose its task or
 // record. Stop the type's producers first. On Cluster it scans every
-// master; there the windows of the type's keys in other namespaces are not
-// tracked and expire on their own.
+// master; there the windows of the type's keys that a call of their own
+// took (a rule key in another home) are not tracked and expire on their own.
 func (p *Producer) Purge(ctx context.Context, typ string) (int, error) {
 	if strings.ContainsAny(typ, "{}/") || typ == "" {
 		return 0, fmt.Errorf("onceq: purge %q: not a task type", typ)
@@ -58,17 +58,17 @@ func (p *Producer) Purge(ctx context.Context, typ string) (int, error) {
 	}
 	records := 0
 	prefix := typ + "/"
-	err := scanKeys(ctx, p.rdb, keyPrefix+"{"+globEscape(prefix)+"*", func(keys []string) error {
+	err := scanKeys(ctx, p.rdb, keyPrefix+"{*}:"+globEscape(prefix)+"*", func(keys []string) error {
 		_, err := p.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 			for _, key := range keys {
+				_, name, _ := strings.Cut(key, "}:")
 				switch {
-				case strings.HasSuffix(key, "}:wins"):
-					holder := strings.TrimSuffix(strings.TrimPrefix(key, keyPrefix+"{"), "}:wins")
-					purgeScript.Eval(ctx, pl, []string{key}, "wins", holder)
-				case strings.HasSuffix(key, "}:win"):
+				case strings.HasSuffix(key, ":wins"):
+					purgeScript.Eval(ctx, pl, []string{key}, "wins", strings.TrimSuffix(name, ":wins"))
+				case strings.HasSuffix(key, ":win"):
 					purgeScript.Eval(ctx, pl, []string{key}, "win", prefix)
 				default:
-					if strings.HasSuffix(key, "}:rec") {
+					if strings.HasSuffix(key, ":rec") {
 						records++
 					}
 					pl.Unlink(ctx, key)

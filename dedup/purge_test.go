@@ -184,7 +184,7 @@ func TestPurgeGivesBackMemory(t *testing.T) {
 	if purged < n {
 		t.Fatalf("purge deleted %d records and tasks, want at least %d", purged, n)
 	}
-	if left, err := rdb.Keys(ctx, "onceq:{purge:*").Result(); err != nil || len(left) != 0 {
+	if left, err := rdb.Keys(ctx, "onceq:{*}:purge:*").Result(); err != nil || len(left) != 0 {
 		t.Fatalf("keys left after the purge: %d %v (%.3q)", len(left), err, left)
 	}
 	// Redis shrinks its emptied hash tables in its cron: wait for it. What

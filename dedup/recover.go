@@ -55,6 +55,7 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string, w
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
+	_, cluster := rdb.(*redis.ClusterClient)
 	type cand struct {
 		o     orphan
 		rec   *redis.StringCmd
@@ -69,8 +70,10 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string, w
 	_, err = rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for _, id := range ids {
 			k, err := storage.KeyFromTaskID(id)
-			if err != nil {
-				continue // not an onceq task id: its key is not known here
+			if err != nil || !atHome(cluster, queue, k) {
+				// Not an onceq task id, or (on Cluster) not in its key's
+				// home queue: asynq's own recoverer hands it back.
+				continue
 			}
 			cs = append(cs, &cand{o: orphan{queue: queue, id: id, key: k},
 				rec: pl.Get(ctx, recordKey(k)), ttl: pl.PTTL(ctx, recordKey(k)), lease: pl.ZScore(ctx, asynqwire.LeaseKey(queue), id)})
@@ -105,7 +108,7 @@ func findOrphans(ctx context.Context, rdb redis.UniversalClient, queue string, w
 		if !ok {
 			continue
 		}
-		c.o.owner, c.o.live = boot, liveKey(boot)
+		c.o.owner, c.o.live = boot, liveKey(boot, homeOf(c.o.key))
 		c.o.holder = holderPrefix(storage.Hold{Key: c.o.key, Token: rec.token, Owner: rec.owner})
 		c.grace = rec.grace()
 		check = append(check, c)

@@ -102,25 +102,25 @@ func TestFastRecovererContract(t *testing.T) {
 		return m
 	}
 	// The owner lives while its liveness key does.
-	if err := rdb.Set(ctx, liveKey(bootOwner), "1", time.Minute).Err(); err != nil {
+	if err := setLive(ctx, rdb, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if got := find(); len(got) != 0 {
 		t.Fatalf("a live owner's tasks were found orphaned: %v", got)
 	}
 	// A step prepared while the owner was gone refuses once it is back.
-	if err := rdb.Del(ctx, liveKey(bootOwner)).Err(); err != nil {
+	if err := delLive(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}
 	orphans := find()
 	if len(orphans) != 2 {
 		t.Fatalf("orphans %v, want both tasks", orphans)
 	}
-	rdb.Set(ctx, liveKey(bootOwner), "1", time.Minute)
+	setLive(ctx, rdb, time.Minute)
 	if how, err := recoverOrphan(ctx, rdb, orphans[retry.Key.TaskID()], time.Hour); err != nil || how != "" {
 		t.Fatalf("recovering a live owner's task: %q %v, want nothing done", how, err)
 	}
-	rdb.Del(ctx, liveKey(bootOwner))
+	delLive(ctx, rdb)
 
 	if how, err := recoverOrphan(ctx, rdb, orphans[retry.Key.TaskID()], time.Hour); err != nil || how != "retried" {
 		t.Fatalf("recover %s: %q %v, want retried", retry.Key, how, err)
@@ -193,11 +193,11 @@ func TestServerWaitsOutTheLivenessTTL(t *testing.T) {
 		}
 	}
 	// The key comes back for one look: the clock starts again.
-	rdb.Set(ctx, liveKey(bootOwner), "1", time.Minute)
+	setLive(ctx, rdb, time.Minute)
 	if err := srv.recoverOnce(gone, at0(t0.Add(time.Minute))); err != nil || state() != StatusRunning {
 		t.Fatalf("with the key back: %v, record %s", err, state())
 	}
-	rdb.Del(ctx, liveKey(bootOwner))
+	delLive(ctx, rdb)
 	t1 := t0.Add(2 * time.Minute)
 	if err := srv.recoverOnce(gone, at0(t1)); err != nil || state() != StatusRunning {
 		t.Fatalf("gone again: %v, record %s; want the claim left alone", err, state())
@@ -332,7 +332,7 @@ func TestServerRecoversALapsedClaimOfALiveOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv, rdb := minuteServer(t)
-	rdb.Set(ctx, liveKey(bootOwner), "1", time.Hour) // the owner lives throughout
+	setLive(ctx, rdb, time.Hour) // the owner lives throughout
 	held, _ := NewKey("lapse:t", "held")
 	lapsed, _ := NewKey("lapse:t", "lapsed")
 	client := asynq.NewClientFromRedisClient(rdb)
@@ -410,4 +410,26 @@ func TestServerRecoversALapsedClaimOfALiveOwner(t *testing.T) {
 	}
 	expect(lapsed, StatusFailed, asynq.TaskStatePending, "both leases over: the claim released, the task pending")
 	expect(held, StatusRunning, asynq.TaskStateActive, "the held claim: left alone")
+}
+
+// setLive writes this process's liveness keys in every home, as a Server's
+// refresh does; delLive deletes them.
+func setLive(ctx context.Context, rdb redis.UniversalClient, ttl time.Duration) error {
+	_, err := rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for h := range homes {
+			pl.Set(ctx, liveKey(bootOwner, h), "1", ttl)
+		}
+		return nil
+	})
+	return err
+}
+
+func delLive(ctx context.Context, rdb redis.UniversalClient) error {
+	_, err := rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for h := range homes {
+			pl.Del(ctx, liveKey(bootOwner, h))
+		}
+		return nil
+	})
+	return err
 }

@@ -71,7 +71,7 @@ func TestTTLs(t *testing.T) {
 	done, failed, running := mustKey(t, "t", "done"), mustKey(t, "t", "failed"), mustKey(t, "t", "running")
 	// The producer of a type that keeps a history starts it at the enqueue.
 	for _, k := range []dedup.Key{done, failed} {
-		rdb.Set(ctx, "onceq:{"+k.String()+"}:hist", "enqueued", time.Second)
+		rdb.Set(ctx, dedup.RedisKey(k, "hist"), "enqueued", time.Second)
 	}
 
 	c := mustClaim(t, s, done, "", time.Minute, dedup.Acquired)

@@ -19,8 +19,8 @@ import (
 var ErrRunning = errors.New("onceq: the key's job is running")
 
 // Reset frees k at once, for an operator who must let its job run again
-// before its window ends. In one atomic step (one Lua call, outside
-// Cluster) its record, its successor, the rule windows its job took and
+// before its window ends. In one atomic step (one Lua call; on Redis
+// Cluster too, its task being in its key's home queue) its record, its successor, the rule windows its job took and
 // still holds, and its task in any state but running go; a pending,
 // scheduled or retrying job is cancelled with it. The key's next job is a
 // new incarnation with a new downstream key (key#n): a gateway that cached
@@ -38,9 +38,9 @@ var ErrRunning = errors.New("onceq: the key's job is running")
 //
 // It returns what the key was before (JobStatus.Known false: nothing was
 // there, and nothing changed). The Observer hears op "reset", outcome
-// "reset". On Cluster, where the task and the windows sit in other slots
-// than the record, the record, successor and mark go in one call and the
-// task in another (asynq's Inspector), and windows are left to expire.
+// "reset". For a task outside its key's home queue on Cluster (another
+// slot), the record, successor, windows and mark go in one call and the
+// task in another (asynq's Inspector).
 // With a Store other than the Redis one on the Producer's client, the
 // record goes through Store.Forget.
 func (p *Producer) Reset(ctx context.Context, k Key, finishRunning bool) (JobStatus, error) {
@@ -56,7 +56,7 @@ func (p *Producer) Reset(ctx context.Context, k Key, finishRunning bool) (JobSta
 	if before.Queue != nil {
 		queue = *before.Queue
 	}
-	atomic := p.folded.Load() != nil
+	atomic := p.folded.Load() != nil && (queue == "" || atHome(p.cluster, queue, k))
 	if atomic {
 		a.Queue, a.ID = queue, k.TaskID()
 	} else if before.State == StatusRunning && !finishRunning {

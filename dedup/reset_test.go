@@ -124,9 +124,9 @@ func TestResetPendingAndNothing(t *testing.T) {
 	if out, err := p.Enqueue(ctx, resetKind.Job(resetPay{"p-3", "a-1"})); err != nil || out.Decision != dedup.Enqueued {
 		t.Fatalf("same account after the reset: %+v %v, want enqueued", out, err)
 	}
-	keys, err := rdb.Keys(ctx, "onceq:{reset:pay/p-2}:*").Result()
+	keys, err := rdb.Keys(ctx, "onceq:{*}:reset:pay/p-2:*").Result()
 	slices.Sort(keys)
-	if err != nil || !slices.Equal(keys, []string{"onceq:{reset:pay/p-2}:hist", "onceq:{reset:pay/p-2}:inc"}) {
+	if err != nil || !slices.Equal(keys, []string{dedup.RedisKey(j.Key, "hist"), dedup.RedisKey(j.Key, "inc")}) {
 		t.Fatalf("keys of the reset key: %v %v, want only its history and incarnation mark", keys, err)
 	}
 	for _, k := range keys {

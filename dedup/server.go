@@ -77,6 +77,10 @@ func NewServer(rdb redis.UniversalClient, store storage.Store, cfg asynq.Config,
 	if err := opts.Catalog.served(cfg.Queues); err != nil {
 		return nil, fmt.Errorf("dedup: new server: %w", err)
 	}
+	_, cluster := rdb.(*redis.ClusterClient)
+	if cluster {
+		cfg.Queues = withHomes(cfg.Queues)
+	}
 	client := rdb
 	if verr == nil {
 		client = joining(rdb, store, mw)
@@ -87,15 +91,13 @@ func NewServer(rdb redis.UniversalClient, store storage.Store, cfg asynq.Config,
 	s := &Server{srv: asynq.NewServerFromRedisClient(client, ServerConfig(cfg)), mw: mw, rdb: rdb,
 		live: mw.opts.Liveness, stop: make(chan struct{}), queues: slices.Sorted(maps.Keys(cfg.Queues))}
 	rs, ok := store.(*redisStore)
-	_, cluster := rdb.(*redis.ClusterClient)
 	s.sweep = ok && rs.rdb == rdb && !cluster && verr == nil
+	if cluster {
+		mw.opts.Observer(context.Background(), Event{Op: opSuccessor, Outcome: outcomeOff,
+			Reason: "on Redis Cluster: the successor policy needs one Redis (its registry spans every key), and a producer refuses it there"})
+	}
 	if ok && rs.rdb == rdb && s.live > 0 && verr == nil {
-		if cluster {
-			mw.opts.Observer(context.Background(), Event{Op: opRecover, Outcome: outcomeOff,
-				Reason: errCrossSlot.Error() + ": on Redis Cluster asynq's own recoverer hands a dead worker's tasks back (1-2 minutes)"})
-		} else {
-			s.store = rs
-		}
+		s.store = rs
 	}
 	return s, nil
 }
@@ -134,11 +136,17 @@ func (s *Server) Start(h asynq.Handler) error {
 	return s.srv.Start(s.mw.Wrap(h))
 }
 
-// setLive writes this process's liveness key; a failed write is retried
+// setLive writes this process's liveness keys, one per home, in one
+// pipeline (one round trip per Cluster master); a failed write is retried
 // by the next tick, and until one works this worker recovers nobody.
 func (s *Server) setLive() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.live/3)
-	err := s.rdb.Set(ctx, liveKey(bootOwner), "1", s.live).Err()
+	_, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for h := range homes {
+			pl.Set(ctx, liveKey(bootOwner, h), "1", s.live)
+		}
+		return nil
+	})
 	cancel()
 	if err == nil {
 		s.writing.CompareAndSwap(0, time.Now().UnixNano())
@@ -179,7 +187,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.stop)
 	s.loops.Wait()
 	if s.store != nil {
-		err = errors.Join(err, s.rdb.Del(ctx, liveKey(bootOwner)).Err())
+		_, derr := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+			for h := range homes {
+				pl.Del(ctx, liveKey(bootOwner, h))
+			}
+			return nil
+		})
+		err = errors.Join(err, derr)
 	}
 	return err
 }

@@ -1,6 +1,9 @@
 package dedup
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+)
 
 // A logical queue spread over shards (Spec.Shards) is that many asynq
 // queues, each with its own Cluster hash tag {<queue>.<n>} and so its own
@@ -81,3 +84,126 @@ func (c *Catalog) queues(q string) []string {
 	}
 	return []string{q}
 }
+
+// On Redis Cluster a Lua call may touch one slot only, and asynq's keys of
+// a queue sit in the slot of the queue's name. So that the insert, the
+// joined claim and completion and the fast recoverer each read a job's
+// record in the step that moves its task, every key of a job (record,
+// windows, mark, history, successor) sits in one of homes fixed slots,
+// chosen from the key alone (homeOf: no catalog is needed to find a
+// record), and on Cluster the job's task goes to an asynq queue whose name
+// hashes to that same slot (homeQueue). The count and both hashes are part
+// of the data layout and never change (shard_internal_test.go pins them).
+const homes = 16
+
+// homeOf is k's home: the 32-bit FNV-1a of k.String modulo homes.
+func homeOf(k Key) int { return int(fnv1a(k.Namespace, "/", k.ID) % homes) }
+
+// homeTags are the homes' hash tags: home h's is the first "<h>.<n>"
+// (n = 0, 1, ...) whose slot lies in the h-th sixteenth of the 16384
+// slots, so the homes spread evenly over any Cluster whose masters hold
+// equal slot ranges (what redis-cli --cluster create makes).
+var homeTags = func() (tags [homes]string) {
+	for h := range tags {
+		for n := 0; ; n++ {
+			t := strconv.Itoa(h) + "." + strconv.Itoa(n)
+			if int(slotOf(t))*homes/slots == h {
+				tags[h] = t
+				break
+			}
+		}
+	}
+	return tags
+}()
+
+// homeTag is the hash tag of k's keys (keys.go).
+func homeTag(k Key) string { return homeTags[homeOf(k)] }
+
+// homeQueues caches, per asynq queue name, its home queues.
+var homeQueues sync.Map // string -> *[homes]string
+
+// homeQueue is the asynq queue for the jobs of home h that would go to
+// queue outside Cluster: the first "<queue>.h<h>-<n>" whose slot is home
+// h's. The search takes some 16 thousand CRC16s per home, once per queue
+// and process.
+func homeQueue(queue string, h int) string {
+	if qs, ok := homeQueues.Load(queue); ok {
+		return qs.(*[homes]string)[h]
+	}
+	var qs [homes]string
+	for h := range qs {
+		want := slotOf(homeTags[h])
+		prefix := queue + ".h" + strconv.Itoa(h) + "-"
+		for n := 0; ; n++ {
+			if q := prefix + strconv.Itoa(n); slotOf(q) == want {
+				qs[h] = q
+				break
+			}
+		}
+	}
+	actual, _ := homeQueues.LoadOrStore(queue, &qs)
+	return actual.(*[homes]string)[h]
+}
+
+// ClusterQueues lists the asynq queues that hold queue's jobs on Redis
+// Cluster: queue itself (for tasks plain asynq enqueues there) and its
+// home queues, where the Producer puts each job in the slot of its key's
+// records. An asynq server of your own on Cluster consumes them all, each
+// at queue's weight; NewServer does so itself.
+func ClusterQueues(queue string) []string { return append([]string{queue}, homeQueuesOf(queue)...) }
+
+// homeQueuesOf lists queue's home queues, in home order.
+func homeQueuesOf(queue string) []string {
+	qs := make([]string, homes)
+	for h := range qs {
+		qs[h] = homeQueue(queue, h)
+	}
+	return qs
+}
+
+// withHomes is weights (asynq.Config.Queues) with every queue's home
+// queues added at its weight, for a Server on Cluster: the queue itself
+// stays, for tasks enqueued by plain asynq.
+func withHomes(weights map[string]int) map[string]int {
+	out := make(map[string]int, len(weights)*(homes+1))
+	for q, w := range weights {
+		for _, c := range ClusterQueues(q) {
+			out[c] = w
+		}
+	}
+	return out
+}
+
+// atHome reports whether a task of k in the asynq queue queue sits in the
+// slot of k's keys. Outside Cluster every key shares the one node.
+func atHome(cluster bool, queue string, k Key) bool {
+	return !cluster || slotOf(queue) == slotOf(homeTag(k))
+}
+
+// slots is Redis Cluster's slot count.
+const slots = 16384
+
+// slotOf is the Cluster slot of a hash tag's content (or a key without
+// one): CRC16-CCITT (XMODEM) modulo 16384, as Redis computes it.
+func slotOf(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^s[i]]
+	}
+	return crc % slots
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[i] = crc
+	}
+	return t
+}()

@@ -68,39 +68,9 @@ func TestShardsSpread(t *testing.T) {
 	}
 	masters := map[int]bool{}
 	for _, q := range qs {
-		masters[int(crc16("asynq:{"+q+"}:pending"))%16384*3/16384] = true
+		masters[int(slotOf(q))*3/slots] = true
 	}
 	if len(masters) != 3 {
 		t.Errorf("the shards of default land on %d of 3 evenly split masters", len(masters))
 	}
-}
-
-// crc16 is Redis Cluster's key hash (CRC16-XMODEM) of key's hash tag.
-func crc16(key string) uint16 {
-	if i := indexByte(key, '{'); i >= 0 {
-		if j := indexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

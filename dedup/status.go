@@ -158,14 +158,18 @@ func (p *Producer) Status(ctx context.Context, k Key) (JobStatus, error) {
 	}
 }
 
-// firstQueue is the queue k's type's Kind puts it in (its shard); "" when
-// the catalog has no such type.
+// firstQueue is the queue k's type's Kind puts it in (its shard; on
+// Cluster that shard's home queue of k); "" when the catalog has no such type.
 func (p *Producer) firstQueue(k Key) string {
 	kind, ok := p.opts.Catalog.lookup(k.Namespace)
 	if !ok {
 		return ""
 	}
-	return queueOf(kind.Queue, k, len(kind.Queues))
+	q := queueOf(kind.Queue, k, len(kind.Queues))
+	if p.cluster {
+		q = homeQueue(q, homeOf(k))
+	}
+	return q
 }
 
 // findTask finds k's asynq task in every queue but skip, where a job given

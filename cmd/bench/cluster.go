@@ -19,12 +19,16 @@ import (
 )
 
 // ClusterResult is how one job type's commands spread over the masters of
-// a Redis Cluster (-cluster): issue 24's last target.
+// a Redis Cluster (-cluster), and what a task costs there in round trips.
 type ClusterResult struct {
-	Jobs        int           `json:"jobs"`
-	Concurrency int           `json:"concurrency"`
-	Shards      int           `json:"shards"` // asynq queues the one job type is spread over
-	JobsPerSec  float64       `json:"jobs_per_sec"`
+	Jobs        int     `json:"jobs"`
+	Concurrency int     `json:"concurrency"`
+	Queues      int     `json:"queues"` // asynq queues the one job type is spread over: its home queues
+	JobsPerSec  float64 `json:"jobs_per_sec"`
+	// TaskPathTripsPerTask: the worker's round trips on a task's path (as
+	// in the single-Redis rows: dequeue, acknowledgement, calls with the
+	// task's context), per task.
+	TaskPathTripsPerTask float64       `json:"task_path_trips_per_task"`
 	Masters     []MasterShare `json:"masters"`
 	Load        float64       `json:"load_avg_1m"`
 }
@@ -58,7 +62,7 @@ func (c ClusterResult) detail() string {
 	for _, m := range c.Masters {
 		parts = append(parts, fmt.Sprintf("%d", m.Commands))
 	}
-	return fmt.Sprintf("%d jobs, commands per master %s", c.Jobs, strings.Join(parts, " / "))
+	return fmt.Sprintf("%d jobs, commands per master %s; %.2f round trips per task on its path", c.Jobs, strings.Join(parts, " / "), c.TaskPathTripsPerTask)
 }
 
 // localCluster is three redis-servers this program started, joined into a
@@ -139,9 +143,10 @@ func (c *localCluster) commands(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
-// cluster enqueues N jobs of one type through the Producer and processes
-// them with onceq's server (c=10), all on a cluster client, and counts the
-// commands each master ran meanwhile.
+// cluster enqueues N jobs of one type on one queue through the Producer
+// and processes them with onceq's server (c=10), all on a cluster client,
+// and counts the commands each master ran meanwhile and the worker's round
+// trips on each task's path.
 func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	lc, err := startCluster(ctx, b.cfg.Ports)
 	if err != nil {
@@ -155,13 +160,16 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 		return ClusterResult{}, err
 	}
 	n := b.cfg.N
-	// One job type over clusterShards shards (ONCEQ_QUEUE_SHARDS), under a
-	// queue name whose shards' slots are on as many masters.
-	cat, q, err := b.spreadKind(ctx, rdb, b.queue("c"), clusterShards)
+	// One job type on one queue: its keys' homes spread it (dedup/shard.go).
+	q := b.queue("c")
+	cat, err := dedup.NewCatalog(dedup.Define(dedup.Spec[benchEmail]{Type: b.taskType, Queue: q,
+		ID: func(e benchEmail) string { return e.ID }}).Kind)
 	if err != nil {
 		return ClusterResult{}, err
 	}
-	res := ClusterResult{Jobs: n, Concurrency: e2eConc, Shards: clusterShards}
+	trips := &tripCounter{}
+	rdb.AddHook(trips)
+	res := ClusterResult{Jobs: n, Concurrency: e2eConc, Queues: len(dedup.ClusterQueues(q)) - 1}
 	var count, last atomic.Int64
 	done := make(chan struct{})
 	mux := asynq.NewServeMux()
@@ -212,6 +220,8 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 		return res, ctx.Err()
 	}
 	res.JobsPerSec = float64(n) / time.Unix(0, last.Load()).Sub(start).Seconds()
+	_, task := trips.load()
+	res.TaskPathTripsPerTask = float64(task) / float64(n)
 	after, err := lc.commands(ctx)
 	if err != nil {
 		return res, err
@@ -220,33 +230,7 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 		res.Masters = append(res.Masters, MasterShare{Addr: a, Commands: after[i] - before[i]})
 	}
 	res.Load = loadAvg()
-	b.logf("%-28s %.0f jobs/s, busiest master %.0f %% of commands", "cluster 3 masters", res.JobsPerSec, 100*res.BusiestShare())
+	b.logf("%-28s %.0f jobs/s, busiest master %.0f %% of commands, %.2f task-path trips per task", "cluster 3 masters",
+		res.JobsPerSec, 100*res.BusiestShare(), res.TaskPathTripsPerTask)
 	return res, nil
-}
-
-// clusterShards is how many shards the Cluster measure spreads its one job
-// type over: one per master.
-const clusterShards = 3
-
-// spreadKind returns a catalog of the bench's type on base, or base with a
-// suffix, spread over shards queues that sit on as many masters.
-func (b *bench) spreadKind(ctx context.Context, rdb *redis.ClusterClient, base string, shards int) (*dedup.Catalog, string, error) {
-	for i := range 1000 {
-		q := fmt.Sprintf("%s-%d", base, i)
-		kind := dedup.Define(dedup.Spec[benchEmail]{Type: b.taskType, Queue: q, Shards: shards,
-			ID: func(e benchEmail) string { return e.ID }})
-		seen := map[string]bool{}
-		for _, shard := range kind.Queues {
-			c, err := rdb.MasterForKey(ctx, "asynq:{"+shard+"}:pending")
-			if err != nil {
-				return nil, "", err
-			}
-			seen[c.Options().Addr] = true
-		}
-		if len(seen) == shards {
-			cat, err := dedup.NewCatalog(kind.Kind)
-			return cat, q, err
-		}
-	}
-	return nil, "", fmt.Errorf("no queue name under %s puts %d shards on %d masters", base, shards, shards)
 }

@@ -138,6 +138,12 @@ func (r *Report) targets() []Target {
 		cl.Detail = c.detail()
 	}
 	row(cl, cl.Got <= 40)
+	ct := Target{Name: "Cluster: round trips per task, happy path", Want: "<= 2", Unit: "trips"}
+	if c := r.Cluster; c != nil {
+		ct.Got, ct.Measured, ct.Load = c.TaskPathTripsPerTask, true, c.Load
+		ct.Detail = "1 server c=10, task path, as on one Redis"
+	}
+	row(ct, ct.Got <= 2+tripTolerance)
 	return out
 }
 

@@ -1,7 +1,7 @@
 -- Claim a key whose record exists (the first claim is a plain SET NX PX GET),
 -- and record an acquired claim in the key's history.
--- KEYS[1] -> onceq:{ns/id}:rec, the packed record (see record.go)
--- KEYS[2] -> onceq:{ns/id}:hist, the key's history (internal/history)
+-- KEYS[1] -> onceq:{<home>}:ns/id:rec, the packed record (see record.go)
+-- KEYS[2] -> onceq:{<home>}:ns/id:hist, the key's history (internal/history)
 -- ARGV[1] -> fingerprint of the payload ("" skips the mismatch check and keeps
 --            the stored one)
 -- ARGV[2] -> owner: the delivery making the claim

@@ -1,5 +1,5 @@
 -- Extend the lease of the current holder (heartbeat).
--- KEYS[1] -> onceq:{ns/id}:rec, the packed record
+-- KEYS[1] -> onceq:{<home>}:ns/id:rec, the packed record
 -- ARGV[1] -> the holder's prefix "r|<token>|<owner>|"
 -- ARGV[2] -> record TTL in ms: lease + grace
 -- Returns: 1 extended, 0 when the hold is not current (lease lost).

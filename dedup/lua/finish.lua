@@ -1,11 +1,11 @@
 -- End a run: done with its result (Complete) or failed with its cause (Release).
--- KEYS[1] -> onceq:{ns/id}:rec, the packed record
+-- KEYS[1] -> onceq:{<home>}:ns/id:rec, the packed record
 -- ARGV[1] -> the holder's prefix "r|<token>|<owner>|"
 -- ARGV[2] -> new state: "d" done or "f" failed
 -- ARGV[3] -> now in ms (worker's clock: completed/updated stamp)
 -- ARGV[4] -> result (done) or cause (failed)
 -- ARGV[5] -> TTL in ms: done TTL or failed TTL
--- KEYS[2] -> onceq:{ns/id}:hist, the key's history, with
+-- KEYS[2] -> onceq:{<home>}:ns/id:hist, the key's history, with
 -- ARGV[6] -> its entry for this end (internal/history): a done key's history
 --            lives as long as its record, without the entries of its claims;
 --            a failed run's at least the failed TTL (a retry may follow)

@@ -1,5 +1,5 @@
 -- Take a time window for a key: the first caller wins until it expires.
--- KEYS[1] -> onceq:{ns/id}:win, the window string
+-- KEYS[1] -> onceq:{<home>}:ns/id:win, the window string
 -- ARGV[1] -> holder (e.g. the task id that was accepted)
 -- ARGV[2] -> window in ms
 -- Returns: {1} reserved, or {0, holder, remaining_ms} when the window is held.

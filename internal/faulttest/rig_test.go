@@ -184,7 +184,8 @@ func (r *rig) running() ([]string, error) {
 	iter := r.rdb.Scan(ctx, 0, "onceq:*:rec", 500).Iterator()
 	for iter.Next(ctx) {
 		// The record's layout is the store's business: ask it.
-		name := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), "onceq:{"), "}:rec")
+		_, name, _ := strings.Cut(iter.Val(), "}:") // onceq:{<home>}:<key>:rec
+		name = strings.TrimSuffix(name, ":rec")
 		k, err := dedup.ParseKey(name)
 		if err != nil {
 			return nil, err

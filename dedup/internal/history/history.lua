@@ -1,7 +1,7 @@
 -- onceq_history(key, entry, ttl, how, existing): a key's history gains entry, in the
 -- same script as the decision it records. Every script that decides about a
 -- key appends through this function (Go prepends it, with HISTORY_KEEP).
--- key   -> onceq:{ns/id}:hist, a string: entries newest first, one per line
+-- key   -> onceq:{<home>}:ns/id:hist, a string: entries newest first, one per line
 -- entry -> one entry, built by internal/history (Pack, or Head and a tail of
 --          the same layout: "<decision>|<incarnation>|<reason>", the
 --          decision as its code: history.Codes)
@@ -14,10 +14,16 @@
 --          leave, and the history lives exactly ttl, as the done record.
 -- existing -> true: only a history that exists gains it (the worker's
 --          decisions: a type keeps a history when its producer starts one).
--- key "" keeps nothing: a type that keeps no history (Spec.History).
--- At most HISTORY_KEEP entries are kept: the oldest leave first.
+-- A key "" or "onceq:{<home>}" (ending in '}': named in the key's slot, for
+-- Redis Cluster, and never written) keeps nothing: a type that keeps no
+-- history (Spec.History). At most HISTORY_KEEP entries are kept: the oldest
+-- leave first.
+local function onceq_keeps(key)
+  return key ~= '' and string.sub(key, -1) ~= '}'
+end
+
 local function onceq_history(key, entry, ttl, how, existing)
-  if key == '' then
+  if not onceq_keeps(key) then
     return -- a type that keeps no history (Spec.History)
   end
   local old = redis.call('GET', key)

@@ -7,11 +7,12 @@
 -- KEYS[4] -> asynq:{<queue>}:scheduled
 -- KEYS[5] -> asynq:{<queue>}:archived
 -- KEYS[6] -> asynq:{<queue>}:completed
--- KEYS[7] -> onceq:{ns/id}:rec, the idempotency record; absent on Cluster (another slot)
--- KEYS[8] -> onceq:{ns/id}:hist, the key's history; with KEYS[7] ("": the
+-- KEYS[7] -> onceq:{<home>}:ns/id:rec, the idempotency record; absent on Cluster
+--            for a task outside its key's home queue (another slot)
+-- KEYS[8] -> onceq:{<home>}:ns/id:hist, the key's history; with KEYS[7] (onceq:{<home>}: the
 --            type keeps none)
--- KEYS[9] -> onceq:{ns/id}:inc, the key's next incarnation after a reset (with KEYS[7])
--- KEYS[10] -> onceq:{ns/id}:wins, the windows the job took (with KEYS[7]): a
+-- KEYS[9] -> onceq:{<home>}:ns/id:inc, the key's next incarnation after a reset (with KEYS[7])
+-- KEYS[10] -> onceq:{<home>}:ns/id:wins, the windows the job took (with KEYS[7]): a
 --            reset finds them there; it lives as long as the longest of them
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the asynq states an existing task may be replaced from, comma
@@ -32,8 +33,9 @@
 --            recorded, the insert that follows is
 -- ARGV[11] -> the incarnation the task's headers carry, kept in the task's
 --            hash as onceq_inc when above 1
--- KEYS[11..] -> onceq:{ns/id}:win, the job's rule windows (outside Cluster
---            only: there they are one step with the insert)
+-- KEYS[11..] -> onceq:{<home>}:ns/id:win, the job's rule windows (on Cluster
+--            only when each is in the task's slot: then they are one step
+--            with the insert)
 -- ARGV[12] -> the holder (the job key), with rules
 -- ARGV[11+2i], ARGV[12+2i] -> rule i's window in ms, and "1" when a repeat of
 --            its holder is refused too (Rule.Repeats), "2" when it is refused
@@ -145,7 +147,7 @@ if n == 0 then
 end
 if KEYS[7] then
   redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
-  if KEYS[8] ~= '' then
+  if onceq_keeps(KEYS[8]) then
     redis.call('HSET', KEYS[1], 'onceq_hist', KEYS[8])
   end
   if ARGV[11] ~= '1' then

@@ -12,8 +12,8 @@
 -- KEYS[7]  -> asynq:{<q>}:failed:<yyyy-mm-dd>
 -- KEYS[8]  -> asynq:{<q>}:processed
 -- KEYS[9]  -> asynq:{<q>}:failed
--- KEYS[10] -> onceq:{ns/id}:rec, the claim's record
--- KEYS[11] -> onceq:{<owner>}:live, the owner's liveness key
+-- KEYS[10] -> onceq:{<home>}:ns/id:rec, the claim's record
+-- KEYS[11] -> onceq:{<home>}:live:<owner>, the owner's liveness key in the home
 -- ARGV[1]  -> task id
 -- ARGV[2]  -> the task message as read (the step refuses if it changed)
 -- ARGV[3]  -> the message with the attempt counted and the error set

@@ -1,10 +1,10 @@
 -- Reset a key (Producer.Reset): its record, successor, rule windows and
 -- task go in one step, and the key is free at once.
--- KEYS[1] -> onceq:{ns/id}:rec, the idempotency record
--- KEYS[2] -> onceq:{ns/id}:next, the key's successor
--- KEYS[3] -> onceq:{ns/id}:wins, the windows its job took
--- KEYS[4] -> onceq:{ns/id}:inc, the mark of the key's next incarnation
--- KEYS[5] -> onceq:{ns/id}:hist, the key's history, which keeps the reset
+-- KEYS[1] -> onceq:{<home>}:ns/id:rec, the idempotency record
+-- KEYS[2] -> onceq:{<home>}:ns/id:next, the key's successor
+-- KEYS[3] -> onceq:{<home>}:ns/id:wins, the windows its job took
+-- KEYS[4] -> onceq:{<home>}:ns/id:inc, the mark of the key's next incarnation
+-- KEYS[5] -> onceq:{<home>}:ns/id:hist, the key's history, which keeps the reset
 -- KEYS[6] -> asynq:{<queue>}:t:<id>, the key's task; KEYS[6..11] are absent
 --            on Cluster, where the task sits in another slot
 -- KEYS[7..11] -> asynq:{<queue>}:pending, scheduled, retry, archived, completed

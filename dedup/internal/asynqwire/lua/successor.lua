@@ -5,10 +5,10 @@
 -- KEYS[1], KEYS[2], ARGV[1..3] -> asynq's own: the task hash, and the pending
 --   list (enqueue) or the scheduled set (schedule); message, id/time as asynq sends
 -- KEYS[3..6] -> asynq:{<queue>}: pending, scheduled, archived, completed
--- KEYS[7] -> onceq:{ns/id}:rec, the record
--- KEYS[8] -> onceq:{ns/id}:next, the key's successor
+-- KEYS[7] -> onceq:{<home>}:ns/id:rec, the record
+-- KEYS[8] -> onceq:{<home>}:ns/id:next, the key's successor
 -- KEYS[9] -> onceq:successors, the successors the workers' sweep starts
--- KEYS[10] -> onceq:{ns/id}:hist, the key's history ("": the type keeps none)
+-- KEYS[10] -> onceq:{<home>}:ns/id:hist, the key's history (onceq:{<home>}: the type keeps none)
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the job's fingerprint
 -- ARGV[6] -> how long the successor waits at most, ms; the history's TTL
@@ -44,7 +44,7 @@ local function insert(why)
   local n = asynq_insert()
   if n == 1 then
     redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[5])
-    if KEYS[10] ~= '' then
+    if onceq_keeps(KEYS[10]) then
       redis.call('HSET', KEYS[1], 'onceq_hist', KEYS[10])
     end
     if ARGV[10] ~= '1' then
