@@ -10,10 +10,12 @@
 // the master with and without ONCEQ_REDIS_MIN_REPLICAS, no key left
 // stuck by kill -9, SIGSTOP and a Redis restart at once, and the Postgres
 // outbox through kill -9 of the application and of a relay and restarts
-// of Redis and Postgres) take minutes,
+// of Redis and Postgres; and, on a 3-master Redis Cluster as on one
+// Redis, kill -9 with payments in flight over the masters, a done job's
+// completed task deleted and the job resent, and no stuck key) take minutes,
 // mostly waiting on asynq's own timers, so they run only with
 // ONCEQ_FAULT_TESTS=1, all at once (TestMain raises -test.parallel unless it
-// was given), each on its own redis-server:
+// was given), each on its own redis-server or Cluster:
 //
 //	ONCEQ_FAULT_TESTS=1 go test -count=1 -v ./internal/faulttest/
 //

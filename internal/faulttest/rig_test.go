@@ -3,9 +3,11 @@ package faulttest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,25 +22,55 @@ import (
 	"github.com/onceq/onceq/tasks"
 )
 
-// rig is one scenario's world: its own redis-server, the downstreams that
-// count effects, and the test's own view of Redis.
+// rig is one scenario's world: its own Redis (one redis-server, or a
+// Cluster of three masters), the downstreams that count effects, and the
+// test's own view of Redis.
 type rig struct {
-	t      *testing.T
-	redis  *redistest.Server
-	rdb    *redis.Client
-	store  storage.Store
-	prod   *dedup.Producer
-	client *asynq.Client
-	insp   *asynq.Inspector
-	gw     *Gateway
-	smtp   *SMTPServer
+	t       *testing.T
+	redis   *redistest.Server   // the one server; nil on Cluster
+	cluster []*redistest.Server // the Cluster's masters; nil on one server
+	rdb     redis.UniversalClient
+	store   storage.Store
+	prod    *dedup.Producer
+	client  *asynq.Client
+	insp    *asynq.Inspector
+	gw      *Gateway
+	smtp    *SMTPServer
 }
 
+// newRig starts a rig on a redis-server of its own; redisArgs are extra
+// redis-server arguments.
 func newRig(t *testing.T, redisArgs ...string) *rig {
 	t.Helper()
 	binaries(t) // build before the clocks of the scenario start
 	srv := redistest.Start(t, redisArgs...)
-	rdb := srv.Client(t)
+	r := rigOn(t, srv.Client(t))
+	r.redis = srv
+	return r
+}
+
+// newClusterRig starts a rig on a 3-master Redis Cluster of its own;
+// redisArgs are extra arguments for each master.
+func newClusterRig(t *testing.T, redisArgs ...string) *rig {
+	t.Helper()
+	binaries(t)
+	masters := redistest.StartClusterServers(t, redisArgs...)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrsOf(masters)})
+	t.Cleanup(func() { rdb.Close() })
+	r := rigOn(t, rdb)
+	r.cluster = masters
+	return r
+}
+
+// topologies are the Redis deployments a scenario meant for both runs on,
+// as subtests named for them.
+var topologies = []struct {
+	name   string
+	newRig func(t *testing.T, redisArgs ...string) *rig
+}{{"redis", newRig}, {"cluster", newClusterRig}}
+
+func rigOn(t *testing.T, rdb redis.UniversalClient) *rig {
+	t.Helper()
 	store, err := dedup.NewRedisStore(rdb, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,23 +82,58 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(smtp.Close)
-	return &rig{t: t, redis: srv, rdb: rdb, store: store,
+	return &rig{t: t, rdb: rdb, store: store,
 		prod:   oncetest.NewProducer(t, rdb, store, dedup.ProducerOptions{}),
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb),
 		gw: gw, smtp: smtp}
 }
 
+func addrsOf(servers []*redistest.Server) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// redisVars point a binary at this rig's Redis, as config/redis.go reads it.
+func (r *rig) redisVars() map[string]string {
+	if r.cluster != nil {
+		return map[string]string{"ONCEQ_REDIS_CLUSTER_NODES": strings.Join(addrsOf(r.cluster), ",")}
+	}
+	return map[string]string{"ONCEQ_REDIS_URL": "redis://" + r.redis.Addr}
+}
+
 // workerVars points a worker at this rig's Redis and downstreams; extra wins.
 func (r *rig) workerVars(extra map[string]string) map[string]string {
-	v := map[string]string{
-		"ONCEQ_REDIS_URL":   "redis://" + r.redis.Addr,
-		"ONCEQ_GATEWAY_URL": r.gw.URL,
-		"ONCEQ_SMTP_ADDR":   r.smtp.Addr,
-	}
-	for k, x := range extra {
-		v[k] = x
-	}
+	v := r.redisVars()
+	v["ONCEQ_GATEWAY_URL"] = r.gw.URL
+	v["ONCEQ_SMTP_ADDR"] = r.smtp.Addr
+	maps.Copy(v, extra)
 	return v
+}
+
+// restartRedis kills every server of the rig's Redis (SIGKILL) at once and
+// starts them again on their ports and directories: with AOF, the data
+// comes back; a Cluster's masters rejoin with their slots.
+func (r *rig) restartRedis() {
+	r.t.Helper()
+	servers := r.cluster
+	if servers == nil {
+		servers = []*redistest.Server{r.redis}
+	}
+	for _, s := range servers {
+		s.Stop()
+	}
+	time.Sleep(time.Second)
+	for _, s := range servers {
+		if err := s.Restart(); err != nil {
+			r.t.Fatalf("restart redis: %v", err)
+		}
+	}
+	if r.cluster != nil {
+		redistest.WaitCluster(r.t, 30*time.Second, r.cluster...)
+	}
 }
 
 func (r *rig) payment(id string, amount int64) dedup.Job {
@@ -181,10 +248,13 @@ func (r *rig) settled(keys ...dedup.Key) func() (bool, string) {
 func (r *rig) running() ([]string, error) {
 	ctx := context.Background()
 	var out []string
-	iter := r.rdb.Scan(ctx, 0, "onceq:*:rec", 500).Iterator()
-	for iter.Next(ctx) {
+	names, err := r.keys(ctx, "onceq:*:rec")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
 		// The record's layout is the store's business: ask it.
-		_, name, _ := strings.Cut(iter.Val(), "}:") // onceq:{<home>}:<key>:rec
+		_, name, _ := strings.Cut(n, "}:") // onceq:{<home>}:<key>:rec
 		name = strings.TrimSuffix(name, ":rec")
 		k, err := dedup.ParseKey(name)
 		if err != nil {
@@ -195,10 +265,34 @@ func (r *rig) running() ([]string, error) {
 			return nil, err
 		}
 		if rec.State == dedup.StatusRunning {
-			out = append(out, iter.Val())
+			out = append(out, n)
 		}
 	}
-	return out, iter.Err()
+	return out, nil
+}
+
+// keys lists the keys matching pattern on every master.
+func (r *rig) keys(ctx context.Context, pattern string) ([]string, error) {
+	var mu sync.Mutex
+	var out []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			out = append(out, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	switch c := r.rdb.(type) {
+	case *redis.ClusterClient:
+		err := c.ForEachMaster(ctx, scan)
+		return out, err
+	case *redis.Client:
+		err := scan(ctx, c)
+		return out, err
+	}
+	return nil, fmt.Errorf("faulttest: cannot scan a %T", r.rdb)
 }
 
 // eventually polls cond until it holds, failing the test after within; it

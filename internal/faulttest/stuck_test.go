@@ -26,12 +26,21 @@ import (
 // live or done job behind it. Once settled, every key is done, failed and
 // free, or runnable; every failed key, enqueued again through the
 // Producer, runs as incarnation 2 under a new downstream key (key#2); and
-// each key and incarnation has at most one effect.
+// each key and incarnation has at most one effect. The same on one Redis
+// and on a Cluster, whose masters are all restarted at once.
 func TestNoStuckKey(t *testing.T) {
 	requireFaultTests(t)
 	t.Parallel()
+	for _, top := range topologies {
+		t.Run(top.name, func(t *testing.T) {
+			t.Parallel()
+			noStuckKey(t, top.newRig(t, "--appendonly", "yes", "--appendfsync", "always"))
+		})
+	}
+}
+
+func noStuckKey(t *testing.T, r *rig) {
 	const lease = 3 * time.Second // onceq's claim: a stopped worker is past it quickly
-	r := newRig(t, "--appendonly", "yes", "--appendfsync", "always")
 	r.gw.DeclineFirst("decline-")
 	vars := func(concurrency int) map[string]string {
 		return r.workerVars(map[string]string{"ONCEQ_LEASE": lease.String(), "ONCEQ_CONCURRENCY": itoa(concurrency)})
@@ -160,11 +169,7 @@ func TestNoStuckKey(t *testing.T) {
 	}
 	zPaidStall.Release() // charged before the stop; the answer waits in Z's socket
 
-	r.redis.Stop() // SIGKILL
-	time.Sleep(time.Second)
-	if err := r.redis.Restart(); err != nil {
-		t.Fatalf("restart redis: %v", err)
-	}
+	r.restartRedis()
 	eventually(t, 30*time.Second, "B ready after the Redis restart", func() (bool, string) {
 		code, body := b.get("/readyz")
 		return code == http.StatusOK, body

@@ -173,22 +173,47 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 // ports, stopped when the test ends, and returns their addresses.
 func StartCluster(t testing.TB) []string {
 	t.Helper()
+	var addrs []string
+	for _, s := range StartClusterServers(t) {
+		addrs = append(addrs, s.Addr)
+	}
+	return addrs
+}
+
+// StartClusterServers is StartCluster for a test that stops or restarts
+// masters: it returns the three servers. args are extra redis-server
+// arguments (e.g. "--appendonly", "yes"). A master restarted in place
+// (Restart) rejoins the Cluster with its slots: nodes.conf sits in its
+// directory.
+func StartClusterServers(t testing.TB, args ...string) []*Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		unavailable(t, "no redis-cli on PATH to create a cluster")
 	}
+	var servers []*Server
 	var addrs []string
 	for range 3 {
-		s := Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		s := Start(t, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}, args...)...)
+		servers = append(servers, s)
 		addrs = append(addrs, s.Addr)
 	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+	create := append([]string{"--cluster", "create"}, addrs...)
+	create = append(create, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", create...).CombinedOutput(); err != nil {
 		t.Fatalf("redistest: create cluster: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
+	WaitCluster(t, 20*time.Second, servers...)
+	return servers
+}
+
+// WaitCluster waits until every one of servers says cluster_state:ok, as
+// after creating the Cluster or restarting masters, failing the test after
+// within.
+func WaitCluster(t testing.TB, within time.Duration, servers ...*Server) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
 		for {
 			info, err := c.ClusterInfo(context.Background()).Result()
 			if err == nil && strings.Contains(info, "cluster_state:ok") {
@@ -196,11 +221,10 @@ func StartCluster(t testing.TB) []string {
 			}
 			if time.Now().After(deadline) {
 				c.Close()
-				t.Fatalf("redistest: cluster not ok on %s: %v %s", a, err, info)
+				t.Fatalf("redistest: cluster not ok on %s: %v %s", s.Addr, err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		c.Close()
 	}
-	return addrs
 }
