@@ -11,8 +11,8 @@ import (
 	"github.com/onceq/onceq/dedup"
 )
 
-// ownerKey holds the principal that enqueued the job k through the API. It
-// shares the hash tag of k's dedup record, so both sit in one cluster slot.
+// ownerKey holds the principal that enqueued the job k through the API.
+// Every use is a command on it alone, so its slot need not be its record's.
 // Owner: the API; TTL: Options.OwnerTTL; an operator's reset deletes it.
 func ownerKey(k dedup.Key) string { return "onceq:{" + k.String() + "}:api-owner" }
 
