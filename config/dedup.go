@@ -62,13 +62,13 @@ type Dedup struct {
 	OnRepeat string `envconfig:"ONCEQ_ON_REPEAT" desc:"TYPE=POLICY,... for a repeated key: reject, replace, successor or debounce:DELAY/MAXWAIT (e.g. email:send=replace)"`
 
 	// QueueShards spreads every task type's queue over this many asynq
-	// queues, <queue>.0 to <queue>.<n-1>, each in its own Redis Cluster
-	// slot (dedup.Spec.Shards): producers put a job in the shard its key
-	// hashes to, workers consume every shard of the queues they serve.
-	// Producers, the API and workers must agree on it. 1 keeps each queue
-	// one asynq queue.
+	// queues, <queue>.0 to <queue>.<n-1> (dedup.Spec.Shards): producers put
+	// a job in the shard its key hashes to, workers consume every shard of
+	// the queues they serve. Producers, the API and workers must agree on
+	// it. 1 keeps each queue one asynq queue; on Redis Cluster the keys'
+	// homes already spread every queue over the masters (docs/scaling.md).
 	// Default: 1.
-	QueueShards int `envconfig:"ONCEQ_QUEUE_SHARDS" default:"1" desc:"asynq queues each queue is spread over (<queue>.0 ... <queue>.<n-1>, one Cluster slot each), 1 to 256; every binary must agree"`
+	QueueShards int `envconfig:"ONCEQ_QUEUE_SHARDS" default:"1" desc:"asynq queues each queue is spread over (<queue>.0 ... <queue>.<n-1>), 1 to 256; every binary must agree; on Cluster leave 1 (homes spread every queue)"`
 
 	// KeepCompleted keeps every task type's completed tasks in asynq for
 	// the unique window, with their results, for the dashboard's Completed
