@@ -155,7 +155,8 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("memory: %+v", rep.Memory)
 	}
 	if withCluster {
-		if c := rep.Cluster; c == nil || len(c.Masters) != 3 || c.total() <= 0 || c.BusiestShare() < 1.0/3 {
+		if c := rep.Cluster; c == nil || len(c.Masters) != 3 || c.total() <= 0 || c.BusiestShare() < 1.0/3 ||
+			c.TaskPathTripsPerTask < 2 || c.TaskPathTripsPerTask > 2+tripTolerance {
 			t.Errorf("cluster: %+v", rep.Cluster)
 		}
 	}
@@ -225,6 +226,7 @@ var issueTargets = []string{
 	"refused duplicate, described / first insert",
 	"Redis memory per remembered job, 200 B payload",
 	"Cluster, 3 masters, one job type: share of commands on the busiest master",
+	"Cluster: round trips per task, happy path",
 }
 
 func TestQuantile(t *testing.T) {
