@@ -222,3 +222,98 @@ func commandCalls(stats string) int {
 	}
 	return total
 }
+
+// A key's life on a 3-master Cluster, as on one Redis: its job goes to a
+// home queue of its queue, the repeat of a done job is a duplicate with its
+// result from the record alone (asynq kept no task), its history is kept,
+// a rate rule in another home still throttles, a reset frees the key for a
+// second incarnation in one step, and a purge leaves none of the type's
+// keys on any master (the rule's window, taken by a call of its own in its
+// own home, is left to expire, as Purge says).
+func TestKeyLifeOnCluster(t *testing.T) {
+	t.Parallel()
+	kind := dedup.Define(dedup.Spec[resetPay]{Type: "cluster:pay", ID: func(p resetPay) string { return p.ID }, History: true,
+		Rules: func(p resetPay) ([]*dedup.Rule, error) {
+			return []*dedup.Rule{{Key: dedup.Key{Namespace: "cluster:acct", ID: p.Account}, Window: time.Hour}}, nil
+		}})
+	ctx := context.Background()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t)})
+	t.Cleanup(func() { rdb.Close() })
+	catalog, err := dedup.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := dedup.NewServer(rdb, nil, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel},
+		dedup.MiddlewareOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := asynq.NewServeMux()
+	mux.Handle(kind.Type, dedup.Handle(kind, func(_ context.Context, p resetPay) (string, error) {
+		return "paid " + p.ID, nil
+	}))
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(ctx) })
+	p, err := dedup.NewProducer(rdb, nil, dedup.ProducerOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	j := kind.Job(resetPay{"c-1", "acct-c"})
+	out, err := p.Enqueue(ctx, j)
+	if err != nil || out.Decision != dedup.Enqueued || !slices.Contains(dedup.ClusterQueues("default")[1:], out.Queue) {
+		t.Fatalf("enqueue: %+v %v, want enqueued on a home queue of default", out, err)
+	}
+	if st, err := p.Wait(ctx, j, 20*time.Second); err != nil || st.State != dedup.StatusDone {
+		t.Fatalf("wait: %+v %v", st, err)
+	}
+	if _, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(out.Queue, j.Key.TaskID()); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Fatalf("completed task: %v, want none kept (the record refuses repeats)", err)
+	}
+	again := kind.Job(resetPay{"c-1", "acct-c"})
+	if out, err := p.Enqueue(ctx, again); err != nil || out.Decision != dedup.Duplicate || string(out.Result) != `"paid c-1"` {
+		t.Fatalf("repeat: %+v %v, want a duplicate with the result", out, err)
+	}
+	// The account's rule is in another home than c-3's key (checked, so the
+	// call of its own is what throttles).
+	other := kind.Job(resetPay{"c-3", "acct-c"})
+	home := func(k dedup.Key) string { s, _, _ := strings.Cut(dedup.RedisKey(k, "x"), "}"); return s }
+	if home(other.Key) == home(dedup.Key{Namespace: "cluster:acct", ID: "acct-c"}) {
+		t.Fatal("the rule's key shares c-2's home; pick another id")
+	}
+	if out, err := p.Enqueue(ctx, other); err != nil || out.Decision != dedup.Throttled {
+		t.Fatalf("same account: %+v %v, want throttled", out, err)
+	}
+	var got []string
+	h, err := p.History(ctx, j.Key)
+	for _, e := range h {
+		got = append(got, string(e.Decision))
+	}
+	if err != nil || !slices.Equal(got, []string{"duplicate", "completed", "enqueued"}) {
+		t.Fatalf("history %v %v, want duplicate, completed, enqueued", got, err)
+	}
+
+	if before, err := p.Reset(ctx, j.Key, false); err != nil || before.State != dedup.StatusDone {
+		t.Fatalf("reset: %+v %v", before, err)
+	}
+	if out, err := p.Enqueue(ctx, again); err != nil || out.Decision != dedup.Enqueued || out.Incarnation != 2 {
+		t.Fatalf("after the reset: %+v %v, want incarnation 2 enqueued", out, err)
+	}
+	if st, err := p.Wait(ctx, again, 20*time.Second); err != nil || st.State != dedup.StatusDone {
+		t.Fatalf("wait: %+v %v", st, err)
+	}
+	if n, err := p.Purge(ctx, kind.Type); err != nil || n == 0 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	var left atomic.Int64
+	err = rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, "onceq:{*}:cluster:pay/*").Result()
+		left.Add(int64(len(keys)))
+		return err
+	})
+	if err != nil || left.Load() != 0 {
+		t.Fatalf("after the purge: %d keys of the type left, %v", left.Load(), err)
+	}
+}
