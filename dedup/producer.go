@@ -148,7 +148,7 @@ func (p *Producer) Enqueue(ctx context.Context, j Job, opts ...asynq.Option) (Ou
 		return Outcome{}, errors.New("onceq: enqueue: job has no task")
 	}
 	if p.cluster && j.Unique > 0 {
-		j.Queue = homeQueue(j.Queue, homeOf(j.Key)) // its record's slot (shard.go)
+		j.Queue = ClusterQueue(j.Queue, j.Key) // its record's slot (shard.go)
 	}
 	if p.opts.Trace == nil {
 		return p.enqueue(ctx, j, nil)

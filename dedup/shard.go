@@ -152,6 +152,14 @@ func homeQueue(queue string, h int) string {
 // at queue's weight; NewServer does so itself.
 func ClusterQueues(queue string) []string { return append([]string{queue}, homeQueuesOf(queue)...) }
 
+// ClusterQueue is the asynq queue where, on Redis Cluster, the Producer
+// puts the task of the job keyed k that would go to queue elsewhere: the
+// home queue in the slot of k's records. An asynq client of your own that
+// enqueues tasks of onceq keys on Cluster puts them there, so the Producer
+// sees them in its insert's step (an archived one makes the key's next
+// job a new incarnation); a task put in queue itself is not seen.
+func ClusterQueue(queue string, k Key) string { return homeQueue(queue, homeOf(k)) }
+
 // homeQueuesOf lists queue's home queues, in home order.
 func homeQueuesOf(queue string) []string {
 	qs := make([]string, homes)

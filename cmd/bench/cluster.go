@@ -28,9 +28,12 @@ type ClusterResult struct {
 	// TaskPathTripsPerTask: the worker's round trips on a task's path (as
 	// in the single-Redis rows: dequeue, acknowledgement, calls with the
 	// task's context), per task.
-	TaskPathTripsPerTask float64       `json:"task_path_trips_per_task"`
-	Masters     []MasterShare `json:"masters"`
-	Load        float64       `json:"load_avg_1m"`
+	TaskPathTripsPerTask float64 `json:"task_path_trips_per_task"`
+	// RedisUsPerTask: the masters' CPU (user + sys) per job, enqueue and
+	// processing together, background included.
+	RedisUsPerTask float64       `json:"redis_us_per_task"`
+	Masters        []MasterShare `json:"masters"`
+	Load           float64       `json:"load_avg_1m"`
 }
 
 // MasterShare is the commands one master ran (INFO commandstats, without
@@ -62,7 +65,8 @@ func (c ClusterResult) detail() string {
 	for _, m := range c.Masters {
 		parts = append(parts, fmt.Sprintf("%d", m.Commands))
 	}
-	return fmt.Sprintf("%d jobs, commands per master %s; %.2f round trips per task on its path", c.Jobs, strings.Join(parts, " / "), c.TaskPathTripsPerTask)
+	return fmt.Sprintf("%d jobs, commands per master %s; %.2f round trips per task on its path; Redis CPU %.0f µs per job",
+		c.Jobs, strings.Join(parts, " / "), c.TaskPathTripsPerTask, c.RedisUsPerTask)
 }
 
 // localCluster is three redis-servers this program started, joined into a
@@ -124,23 +128,27 @@ func (c *localCluster) Close() {
 	}
 }
 
-// commands reads every master's command calls.
-func (c *localCluster) commands(ctx context.Context) ([]int64, error) {
+// commands reads every master's command calls, and the CPU all of them
+// have used.
+func (c *localCluster) commands(ctx context.Context) ([]int64, time.Duration, error) {
 	out := make([]int64, len(c.addrs))
+	var cpu time.Duration
 	for i, a := range c.addrs {
 		rdb := redis.NewClient(&redis.Options{Addr: a})
-		info, err := rdb.Info(ctx, "commandstats").Result()
+		info, err := rdb.Info(ctx, "commandstats", "cpu").Result()
 		rdb.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", a, err)
+			return nil, 0, fmt.Errorf("%s: %w", a, err)
 		}
-		for name, n := range parseStats(info).calls {
+		st := parseStats(info)
+		for name, n := range st.calls {
 			if name != "info" && name != "cluster" {
 				out[i] += n
 			}
 		}
+		cpu += st.cpu
 	}
-	return out, nil
+	return out, cpu, nil
 }
 
 // cluster enqueues N jobs of one type on one queue through the Producer
@@ -189,7 +197,7 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	if err != nil {
 		return res, err
 	}
-	before, err := lc.commands(ctx)
+	before, cpu0, err := lc.commands(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -222,15 +230,16 @@ func (b *bench) cluster(ctx context.Context) (ClusterResult, error) {
 	res.JobsPerSec = float64(n) / time.Unix(0, last.Load()).Sub(start).Seconds()
 	_, task := trips.load()
 	res.TaskPathTripsPerTask = float64(task) / float64(n)
-	after, err := lc.commands(ctx)
+	after, cpu1, err := lc.commands(ctx)
 	if err != nil {
 		return res, err
 	}
+	res.RedisUsPerTask = float64((cpu1 - cpu0).Microseconds()) / float64(n)
 	for i, a := range lc.addrs {
 		res.Masters = append(res.Masters, MasterShare{Addr: a, Commands: after[i] - before[i]})
 	}
 	res.Load = loadAvg()
-	b.logf("%-28s %.0f jobs/s, busiest master %.0f %% of commands, %.2f task-path trips per task", "cluster 3 masters",
-		res.JobsPerSec, 100*res.BusiestShare(), res.TaskPathTripsPerTask)
+	b.logf("%-28s %.0f jobs/s, busiest master %.0f %% of commands, %.2f task-path trips per task, %.0f µs Redis CPU per job", "cluster 3 masters",
+		res.JobsPerSec, 100*res.BusiestShare(), res.TaskPathTripsPerTask, res.RedisUsPerTask)
 	return res, nil
 }

@@ -275,8 +275,8 @@ func (r *Report) print(w io.Writer) {
 		tw.Flush()
 	}
 	if c := r.Cluster; c != nil {
-		fmt.Fprintf(w, "\n5. Cluster of %d masters, one job type on one queue (its %d home queues), %d jobs enqueued and processed by onceq (c=%d), %.2f round trips per task on its path\n",
-			len(c.Masters), c.Queues, c.Jobs, c.Concurrency, c.TaskPathTripsPerTask)
+		fmt.Fprintf(w, "\n5. Cluster of %d masters, one job type on one queue (its %d home queues), %d jobs enqueued and processed by onceq (c=%d): %.0f jobs/s, %.2f round trips per task on its path, %.0f µs of Redis CPU per job\n",
+			len(c.Masters), c.Queues, c.Jobs, c.Concurrency, c.JobsPerSec, c.TaskPathTripsPerTask, c.RedisUsPerTask)
 		for _, m := range c.Masters {
 			row(m.Addr, fmt.Sprintf("%d commands", m.Commands), fmt.Sprintf("%.0f %%", 100*float64(m.Commands)/float64(max(c.total(), 1))))
 		}

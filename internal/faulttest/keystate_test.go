@@ -130,7 +130,11 @@ func (r *rig) claimOver(jobs ...dedup.Job) func() (bool, string) {
 func (r *rig) plainInvalid(j dedup.Job, id string) {
 	r.t.Helper()
 	payload := `{"payment_id":"` + id + `","account":"acct-` + id + `","amount":0,"currency":"EUR"}`
-	if _, err := r.client.Enqueue(asynq.NewTask(tasks.TypePayment, []byte(payload)), asynq.Queue(j.Queue),
+	queue := j.Queue
+	if r.cluster != nil {
+		queue = dedup.ClusterQueue(queue, j.Key) // where a Cluster-aware asynq client puts it
+	}
+	if _, err := r.client.Enqueue(asynq.NewTask(tasks.TypePayment, []byte(payload)), asynq.Queue(queue),
 		asynq.TaskID(j.Key.TaskID()), asynq.Retention(time.Hour)); err != nil {
 		r.t.Fatalf("plain enqueue of invalid %s: %v", j.Key, err)
 	}
