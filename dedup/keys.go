@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -50,6 +52,40 @@ func historyKey(k Key) string { return keyPrefix + "{" + k.String() + "}:hist" }
 // exists while the process runs. Owner: the Server, which refreshes it
 // every third of its TTL and deletes it last on shutdown.
 func liveKey(owner string) string { return keyPrefix + "{" + owner + "}:live" }
+
+// markKey is the registry of the compact marks of k's namespace under k's
+// mark tag (a hash: done TTL -> latest expiry); the marks themselves are
+// fields of the small hashes markKey(k)<sub>:<done TTL>:<bucket>, which
+// internal/mark's Lua names from it and markID. Owner: the engine; every
+// hash expires at its bucket's end, the registry with its last mark.
+// Purge finds a namespace's marks by this prefix ('/' ends it: no
+// namespace holds one).
+func markKey(k Key) string { return keyPrefix + "{" + markTag(k) + "}:mark:" + k.Namespace + "/" }
+
+// markPattern matches every mark key of namespace ns (SCAN MATCH), under
+// any tag: its registries and their hashes.
+func markPattern(ns string) string { return keyPrefix + "{*}:mark:" + globEscape(ns) + "/*" }
+
+// markSubs is how many mark hashes share a bucket of one namespace: at 1 M
+// marks in a bucket each holds about 61, under Redis's default
+// hash-max-listpack-entries (128), so it stays a listpack.
+const markSubs = 1 << 14
+
+// markID is k's mark id: 4 hex digits of its sub-hash, then its 12-byte
+// digest (the mark's field). Both are cut from the SHA-256 of k.String():
+// 96 bits, so two keys' marks do not collide at any count Redis holds.
+func markID(k Key) string {
+	d := markDigest(k)
+	return fmt.Sprintf("%04x", markSub(d)) + string(d[:12])
+}
+
+// markTag is the Cluster hash tag of k's marks; all of a bucket's
+// sub-hash share it.
+func markTag(k Key) string { return fmt.Sprintf("mark.%04x", markSub(markDigest(k))) }
+
+func markDigest(k Key) [32]byte { return sha256.Sum256([]byte(k.String())) }
+
+func markSub(d [32]byte) uint16 { return binary.BigEndian.Uint16(d[12:14]) % markSubs }
 
 // keyOfRecord is the inverse of recordKey.
 func keyOfRecord(rec string) (Key, error) {

@@ -81,11 +81,12 @@ var (
 )
 
 // ackScripts maps asynq's four acknowledgement scripts to each behind
-// lua/ack.lua, with finish (the library's completion script) as finish.
-func ackScripts(finish string) map[string]*redis.Script {
+// lua/ack.lua, with finish (the library's completion script, on the Lua
+// functions lib) as finish.
+func ackScripts(lib, finish string) map[string]*redis.Script {
 	// kept: asynq keeps the task's hash (mark-as-complete), so the
 	// library's fields leave it; done deletes it.
-	prelude := history.Lua + "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
+	prelude := history.Lua + lib + "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
 	m := wrapped(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
 	maps.Copy(m, wrapped(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
 	return m
