@@ -66,6 +66,9 @@ type throttle struct {
 type refusal struct {
 	Task   *asynq.TaskInfo // nil: no task holds the key
 	Record storage.Record  // StatusUnknown: none
+	// other: a compact mark (Record.Compact) holds the key for other
+	// content than the job's.
+	other bool
 }
 
 // guardEnqueue returns a ctx for one insert of the job keyed k with
@@ -123,6 +126,8 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
 	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
+	// Whatever this process's store does, a worker's may leave marks.
+	a.Marks, a.MarkID = markKey(g.key), markID(g.key)
 	a.Head, a.Inserted, a.HistoryTTL = g.head, g.inserted, g.unique
 	if g.history {
 		a.History = historyKey(g.key)
@@ -154,6 +159,9 @@ func (g *enqueueGuard) Result(_ asynqwire.Insert, r asynqwire.InsertResult) {
 		return
 	}
 	f := &refusal{Task: r.Task, Record: storage.Record{Key: g.key, State: StatusUnknown}}
+	if m, ok := readMark(r.Record); ok {
+		f.other = !m.same
+	}
 	if r.Record != "" {
 		rec, err := recordOf(g.key, r.Record, r.RecordTTL)
 		if err != nil {

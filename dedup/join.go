@@ -18,12 +18,11 @@ import (
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/internal/history"
-	"github.com/onceq/onceq/dedup/internal/mark"
 	"github.com/onceq/onceq/dedup/storage"
 )
 
 // ackJoins are asynq's acknowledgements, each behind the completion.
-var ackJoins = asynqwire.NewAcks(mark.Lua, luaSource("finish.lua"))
+var ackJoins = asynqwire.NewAcks(luaSource("finish.lua"))
 
 // How long a completion waits for asynq's acknowledgement before it is
 // recorded alone (asynq skips the acknowledgement when its own lease is

@@ -358,20 +358,28 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 // the record again. last is the insert that was refused.
 func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outcome, mayReplace bool, last insert) (insert, bool) {
 	var (
-		wg   sync.WaitGroup
-		info *asynq.TaskInfo
-		rec  storage.Record
-		ierr error
-		rerr error
+		wg    sync.WaitGroup
+		info  *asynq.TaskInfo
+		rec   storage.Record
+		other bool // a compact mark holds the key for other content
+		ierr  error
+		rerr  error
 	)
-	if _, redisStore := p.store.(*redisStore); found != nil && redisStore {
-		info, rec = found.Task, found.Record
+	rs, redisStore := p.store.(*redisStore)
+	if found != nil && redisStore {
+		info, rec, other = found.Task, found.Record, found.other
 		if info == nil {
 			ierr = asynq.ErrTaskNotFound
 		}
 	} else {
 		wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.TaskID()) })
-		wg.Go(func() { rec, rerr = p.store.Status(ctx, j.Key) })
+		wg.Go(func() {
+			if redisStore {
+				rec, other, rerr = rs.status(ctx, j.Key, j.Fingerprint)
+				return
+			}
+			rec, rerr = p.store.Status(ctx, j.Key)
+		})
 		wg.Wait()
 	}
 	if ierr != nil {
@@ -397,7 +405,10 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	if stored == "" && rerr == nil {
 		stored = rec.Fingerprint
 	}
-	if stored != "" && stored != j.Fingerprint {
+	if (stored != "" && stored != j.Fingerprint) || (stored == "" && other) {
+		if stored == "" {
+			stored = "of a job done, its result no longer kept"
+		}
 		out.Decision, out.State = Conflict, StatusUnknown
 		out.Reason = "key " + j.Key.String() + " was accepted with other content (fingerprint " + short(stored) +
 			", this job " + short(j.Fingerprint) + "); nothing was enqueued"
@@ -415,6 +426,9 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	out.Reason = "already accepted: " + string(st.State)
 	if st.State == StatusDone {
 		out.Reason = "already processed: done"
+		if rec.Compact && info == nil {
+			out.Reason = "already processed: " + storerule.ReasonCompact
+		}
 	}
 	return insert{}, false
 }

@@ -25,6 +25,8 @@ type redisStore struct {
 	// marks sit in another slot than its record, and the record's script
 	// writes them.
 	marks bool
+	// cluster: no marks are read either.
+	cluster bool
 }
 
 var _ storage.Store = (*redisStore)(nil)
@@ -43,13 +45,15 @@ func newRedisStore(rdb redis.UniversalClient, opts storage.Options) (*redisStore
 		return nil, err
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &redisStore{rdb: rdb, opts: opts, marks: !cluster && mark.Used(opts.DoneTTL, opts.ResultTTL)}, nil
+	return &redisStore{rdb: rdb, opts: opts, cluster: cluster,
+		marks: !cluster && mark.Used(opts.DoneTTL, opts.ResultTTL)}, nil
 }
 
 // markArgs are the registry key and mark id of k's compact mark for a
-// script; "" and "" where the store keeps none.
+// script; "" and "" on Cluster. Marks are read wherever they may be: a
+// store with other options may have written them.
 func (s *redisStore) markArgs(k Key) (reg, id string) {
-	if !s.marks {
+	if s.cluster {
 		return "", ""
 	}
 	return markKey(k), markID(k)
@@ -280,7 +284,7 @@ func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Du
 	}
 	c := asynqwire.Completion{Record: recordKey(h.Key), Holder: holderPrefix(h), Now: time.Now(), Result: result,
 		TTL: ttl, ResultTTL: ttl, History: historyKey(h.Key)}
-	if mark.Used(ttl, keep) {
+	if s.marks && mark.Used(ttl, keep) {
 		c.Marks, c.MarkID = s.markArgs(h.Key)
 		if c.Marks != "" {
 			c.ResultTTL = keep
@@ -317,27 +321,40 @@ func (s *redisStore) finishWhy(ctx context.Context, op string, ok Decision, h st
 // Status implements Store. A key its compact mark alone remembers is done,
 // Compact.
 func (s *redisStore) Status(ctx context.Context, k Key) (storage.Record, error) {
+	r, _, err := s.status(ctx, k, "")
+	return r, err
+}
+
+// status is Status, and whether a compact mark holds k for other content
+// than fingerprint fp.
+func (s *redisStore) status(ctx context.Context, k Key, fp string) (storage.Record, bool, error) {
+	r, other, err := s.readStatus(ctx, k, fp)
+	if err != nil {
+		return storage.Record{}, false, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+	}
+	return r, other, nil
+}
+
+func (s *redisStore) readStatus(ctx context.Context, k Key, fp string) (storage.Record, bool, error) {
 	reg, id := s.markArgs(k)
 	keys := []string{recordKey(k)}
 	if reg != "" {
 		keys = append(keys, reg)
 	}
-	v, err := statusScript.Run(ctx, s.rdb, keys, id, time.Now().UnixMilli()).Slice()
+	v, err := statusScript.Run(ctx, s.rdb, keys, id, time.Now().UnixMilli(), fp).Slice()
 	if err != nil {
-		return storage.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+		return storage.Record{}, false, err
 	}
 	if len(v) < 2 {
-		return storage.Record{Key: k, State: StatusUnknown}, nil
+		return storage.Record{Key: k, State: StatusUnknown}, false, nil
 	}
 	rec, _ := v[0].(string)
+	m, marked := readMark(rec)
 	r, err := recordOf(k, rec, time.Duration(asInt(v[1]))*time.Millisecond)
 	if err == nil && len(v) == 3 { // a done record: the key is remembered until its mark ends
 		r.ExpiresIn = time.Duration(asInt(v[2])-time.Now().UnixMilli()) * time.Millisecond
 	}
-	if err != nil {
-		return storage.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
-	}
-	return r, nil
+	return r, marked && !m.same, err
 }
 
 // recordOf reads the packed record v of k, whose PTTL was ttl.

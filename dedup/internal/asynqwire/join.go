@@ -99,8 +99,8 @@ type Acks map[string]*redis.Script
 // NewAcks builds the joined acknowledgements around finish, the library's
 // completion script (KEYS[1] the record, KEYS[2] the history, KEYS[3] the
 // mark registry; ARGV holder prefix, state, now ms, result, TTL ms,
-// history entry, mark id, result TTL ms), whose Lua prelude is lib.
-func NewAcks(lib, finish string) Acks { return ackScripts(lib, finish) }
+// history entry, mark id, result TTL ms).
+func NewAcks(finish string) Acks { return ackScripts(finish) }
 
 // Completion is the library's side of a joined acknowledgement.
 type Completion struct {
