@@ -73,7 +73,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
 	jobs, err := dedup.NewRedisStore(rdb, storage.Options{
-		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
+		DoneTTL: cfg.DoneTTL, ResultTTL: cfg.ResultTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 	})
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ local head = string.match(v, '^r(|.*|)[^|]*|[^|]*$')
 local ttl = ARGV[5]
 if ARGV[2] == 'd' and KEYS[3] and KEYS[3] ~= '' then
   ttl = ARGV[8]
-  onceq_mark_put(KEYS[3], ARGV[7], string.match(head, '^|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|'), ARGV[3], ARGV[5])
+  onceq_mark_put(KEYS[3], ARGV[7], string.match(v, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|') or '', ARGV[3], ARGV[5])
 end
 redis.call('SET', KEYS[1], ARGV[2] .. head .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
 if KEYS[2] then

@@ -14,26 +14,40 @@
 -- Times are the caller's clock (ms), as the record's stamps.
 local MARK_NONE = '\0\0\0\0'
 
+-- 4 bytes big-endian, by hand: miniredis (the embedded default) has no
+-- struct library.
+local function onceq_u32(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+end
+
+local function onceq_u32at(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
 local function onceq_fpd(fp)
   if fp == '' then
     return MARK_NONE
   end
-  return struct.pack('>I4', tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
+  return onceq_u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
 end
 
 local function onceq_mark_bucket(reg, id, d, b)
   return reg .. string.sub(id, 1, 4) .. ':' .. string.format('%.0f', d) .. ':' .. string.format('%.0f', b)
 end
 
--- onceq_mark_put(reg, id, fp, now, d): the key is remembered by its mark
--- until now + d.
-local function onceq_mark_put(reg, id, fp, now, d)
-  d, now = tonumber(d), tonumber(now)
+-- onceq_mark_put(reg, id, fp, at, dur): the key is remembered by its mark
+-- until at + dur (ms).
+local function onceq_mark_put(reg, id, fp, at, dur)
+  -- New locals, not the parameters reassigned: gopher-lua (miniredis)
+  -- loses a parameter reassigned in a multiple assignment.
+  local d = tonumber(dur)
+  local now = tonumber(at)
   local g = math.ceil(d / 2)
   local e = now + d
   local b = math.floor(e / g)
   local key = onceq_mark_bucket(reg, id, d, b)
-  redis.call('HSET', key, string.sub(id, 5), onceq_fpd(fp) .. struct.pack('>I4', e - b * g))
+  redis.call('HSET', key, string.sub(id, 5), onceq_fpd(fp) .. onceq_u32(e - b * g))
   local ttl = (b + 1) * g - now
   if redis.call('PTTL', key) < ttl then
     redis.call('PEXPIRE', key, ttl)
@@ -66,21 +80,21 @@ local function onceq_mark_each(reg, id, now, fn)
   end
 end
 
--- onceq_mark_get(reg, id, fp, now): nil when the key has no live mark (or
+-- onceq_mark_get(reg, id, fp, at): nil when the key has no live mark (or
 -- reg is nil or ""), else whether fp is the marked content (either "" counts as
 -- the same), when the job was done and when the mark ends (ms).
-local function onceq_mark_get(reg, id, fp, now)
+local function onceq_mark_get(reg, id, fp, at)
   if not reg or reg == '' then
     return nil
   end
-  now = tonumber(now)
+  local now = tonumber(at)
   local same, at, ends
   onceq_mark_each(reg, id, now, function(key, field, d, g, b)
     local v = redis.call('HGET', key, field)
     if not v then
       return false
     end
-    local e = b * g + struct.unpack('>I4', v, 5)
+    local e = b * g + onceq_u32at(v, 5)
     if e <= now then
       return false
     end
