@@ -127,7 +127,12 @@ func TestCompactThroughServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	kind := dedup.Define(dedup.Spec[memo]{Type: "compact:memo", ID: func(m memo) string { return m.ID }})
-	catalog, err := dedup.NewCatalog(kind.Kind)
+	successor, err := dedup.ParseRepeat("successor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	follows := dedup.Define(dedup.Spec[memo]{Type: "compact:follows", ID: func(m memo) string { return m.ID }, Repeat: successor})
+	catalog, err := dedup.NewCatalog(kind.Kind, follows.Kind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +149,14 @@ func TestCompactThroughServer(t *testing.T) {
 	runs := map[string]int{}
 	ran := func(id string) int { mu.Lock(); defer mu.Unlock(); return runs[id] }
 	mux := asynq.NewServeMux()
-	mux.Handle(kind.Type, dedup.Handle(kind, func(ctx context.Context, m memo) (string, error) {
+	handle := func(ctx context.Context, m memo) (string, error) {
 		mu.Lock()
 		runs[m.ID]++
 		mu.Unlock()
 		return "noted", nil
-	}))
+	}
+	mux.Handle(kind.Type, dedup.Handle(kind, handle))
+	mux.Handle(follows.Type, dedup.Handle(follows, handle))
 	if err := srv.Start(mux); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +216,17 @@ func TestCompactThroughServer(t *testing.T) {
 	gone(late.Key)
 	if a, b := ran("a"), ran("b"); a != 1 || b != 0 {
 		t.Errorf("runs a=%d b=%d; want 1 and 0: a compacted key ran again", a, b)
+	}
+
+	// Under the successor policy too, the same content is a duplicate.
+	f := follows.Job(memo{ID: "f", Text: "hello"})
+	if out, err := producer.Enqueue(ctx, f); err != nil || out.Decision != dedup.Enqueued {
+		t.Fatalf("successor policy: %+v %v", out, err)
+	}
+	waitFor(t, func() bool { return ran("f") == 1 })
+	waitCompact(t, store, f.Key)
+	if out, err := producer.Enqueue(ctx, f); err != nil || out.Decision != dedup.Duplicate {
+		t.Errorf("successor policy, repeat after compaction: %+v %v; want a duplicate", out, err)
 	}
 
 	// A reset frees a compacted key: its next job runs.

@@ -388,7 +388,10 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	if rerr != nil {
 		rec = storage.Record{State: StatusUnknown}
 	}
-	if mayReplace && j.Repeat.Policy == repeatSuccessor {
+	// A key its compact mark holds for the same content is done: a
+	// duplicate under every policy (the mark is read in the guard's step).
+	compactSame := rec.Compact && !other && info == nil
+	if mayReplace && j.Repeat.Policy == repeatSuccessor && !compactSame {
 		if in, ok := p.successorOf(j, info, rec, last); ok {
 			return in, true
 		}

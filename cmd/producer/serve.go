@@ -79,9 +79,10 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 		return err
 	}
 	// Replays live in a store of their own, whose done TTL is the replay
-	// TTL. The API reports its decisions itself (side "api"), so this
-	// store has no observer: nothing is counted twice.
-	replays, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
+	// TTL, the stored response kept for all of it (a replay needs it: no
+	// compact mark). The API reports its decisions itself (side "api"), so
+	// this store has no observer: nothing is counted twice.
+	replays, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.ReplayTTL, ResultTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}
