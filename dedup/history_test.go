@@ -131,7 +131,7 @@ func TestHistoryThroughServer(t *testing.T) {
 			// until the run's entries are there.
 			var got []string
 			want := []string{
-				"batch duplicate done 0",
+				"batch duplicate done 1",
 				"worker completed  1",
 				"worker released gateway timeout 1",
 				"http:alice duplicate pending 1",

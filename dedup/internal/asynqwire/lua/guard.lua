@@ -100,7 +100,9 @@ local function refuse()
      (state ~= 'completed' and (string.find(ARGV[10], ',' .. state .. ',', 1, true) or
        (not same and string.find(ARGV[10], ',~' .. state .. ',', 1, true)))))
   if not later then
-    local inc = t[5] or (state and '1') or ''
+    -- A done key without its task is its first incarnation: a later
+    -- one's completed task is always kept (its headers carry the history).
+    local inc = t[5] or ((state or done) and '1') or ''
     if same then
       local st = (done and 'done') or state or 'unknown'
       onceq_history(KEYS[8], ARGV[7] .. 'd|' .. inc .. '|' .. st, pttl > 0 and pttl or ARGV[9], 'keep')
