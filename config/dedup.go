@@ -20,6 +20,13 @@ type Dedup struct {
 	// Default: 24h.
 	DoneTTL time.Duration `envconfig:"ONCEQ_DONE_TTL" default:"24h" desc:"how long done records and their results are kept"`
 
+	// ResultTTL is how long of the done TTL a done record keeps its full
+	// form with the result; for the rest of it a compact mark of tens of
+	// bytes still refuses repeats ("done; result no longer kept"). At or
+	// above ONCEQ_DONE_TTL there is no mark.
+	// Default: 1h.
+	ResultTTL time.Duration `envconfig:"ONCEQ_RESULT_TTL" default:"1h" desc:"how long a done record keeps its result; a compact mark refuses repeats for the rest of the done TTL"`
+
 	// FailedTTL is how long a failed record stays visible to status
 	// queries; it never blocks the next claim.
 	// Default: 1h.
@@ -70,14 +77,14 @@ type Dedup struct {
 	// Default: 1.
 	QueueShards int `envconfig:"ONCEQ_QUEUE_SHARDS" default:"1" desc:"asynq queues each queue is spread over (<queue>.0 ... <queue>.<n-1>), 1 to 256; every binary must agree; on Cluster leave 1 (homes spread every queue)"`
 
-	// KeepCompleted keeps every task type's completed tasks in asynq for
+	// KeepCompleted keeps the task types' completed tasks in asynq for
 	// the unique window, with their results, for the dashboard's Completed
-	// tab (dedup.Spec.WriteResult). false: asynq deletes a task as it
-	// completes and the done record alone answers repeats and status,
-	// about a third of the Redis memory per remembered job. Producers and
-	// workers should agree.
-	// Default: true.
-	KeepCompleted bool `envconfig:"ONCEQ_KEEP_COMPLETED" default:"true" desc:"keep completed tasks and their results in asynq for the dashboard for the unique window; false keeps the done record alone (less Redis memory)"`
+	// tab (dedup.Spec.WriteResult): about 700 B more per remembered job,
+	// for the whole window. false: asynq deletes a task as it completes
+	// and the done record (then its compact mark) alone answers repeats
+	// and status. Producers and workers should agree.
+	// Default: false.
+	KeepCompleted bool `envconfig:"ONCEQ_KEEP_COMPLETED" default:"false" desc:"keep completed tasks and their results in asynq for the dashboard for the unique window (about 700 B per job more); false keeps the done record and its compact mark alone"`
 }
 
 // MaxQueueShards bounds ONCEQ_QUEUE_SHARDS: each shard is one more queue
@@ -91,6 +98,7 @@ func (d Dedup) validate() error {
 	}{
 		{"ONCEQ_LEASE", d.Lease},
 		{"ONCEQ_DONE_TTL", d.DoneTTL},
+		{"ONCEQ_RESULT_TTL", d.ResultTTL},
 		{"ONCEQ_FAILED_TTL", d.FailedTTL},
 		{"ONCEQ_UNIQUE_WINDOW", d.UniqueWindow},
 		{"ONCEQ_PAYMENT_ID_WINDOW", d.PaymentIDWindow},

@@ -14,9 +14,9 @@ func defaultWorker() Worker {
 	return Worker{
 		Redis: Redis{WaitTimeout: time.Second, DialTimeout: 5 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second},
 		Log:   Log{Env: "production", Level: "info"},
-		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, FailedTTL: time.Hour,
+		Dedup: Dedup{Lease: 60 * time.Second, DoneTTL: 24 * time.Hour, ResultTTL: time.Hour, FailedTTL: time.Hour,
 			MaxResultBytes: 65536, UniqueWindow: 24 * time.Hour, PaymentIDWindow: 24 * time.Hour, PaymentIDScope: "global",
-			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second, QueueShards: 1, KeepCompleted: true},
+			PaymentRateWindow: 60 * time.Second, ScanWindow: 30 * time.Second, QueueShards: 1},
 		Postgres:    Postgres{Ledger: true, Retention: 720 * time.Hour},
 		Admin:       Admin{Addr: "127.0.0.1:8080", DashboardReadOnly: true},
 		Tasks:       Tasks{SMTPFrom: "onceq@localhost", OutboxDir: "outbox", ScanRoot: ".", ScanMaxBytes: 64 << 20},
@@ -66,9 +66,9 @@ var allKnobs = map[string]string{
 	"ONCEQ_REDIS_DIAL_TIMEOUT": "7s", "ONCEQ_REDIS_READ_TIMEOUT": "4s", "ONCEQ_REDIS_WRITE_TIMEOUT": "6s",
 	"ONCEQ_REDIS_MIN_REPLICAS": "1", "ONCEQ_REDIS_WAIT_TIMEOUT": "2s",
 	"ONCEQ_ENV": "development", "ONCEQ_LOG_LEVEL": "debug",
-	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_FAILED_TTL": "2h",
+	"ONCEQ_LEASE": "90s", "ONCEQ_DONE_TTL": "12h", "ONCEQ_RESULT_TTL": "2h", "ONCEQ_FAILED_TTL": "2h",
 	"ONCEQ_MAX_RESULT_BYTES": "1024", "ONCEQ_ON_REPEAT": "email:send=replace", "ONCEQ_UNIQUE_WINDOW": "36h", "ONCEQ_PAYMENT_ID_WINDOW": "48h", "ONCEQ_PAYMENT_ID_SCOPE": "client",
-	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_QUEUE_SHARDS": "8", "ONCEQ_TASK_LOG": "false", "ONCEQ_KEEP_COMPLETED": "false",
+	"ONCEQ_PAYMENT_RATE_WINDOW": "90s", "ONCEQ_SCAN_WINDOW": "45s", "ONCEQ_QUEUE_SHARDS": "8", "ONCEQ_TASK_LOG": "false", "ONCEQ_KEEP_COMPLETED": "true",
 	"ONCEQ_WEBHOOK_ID_FIELDS": "acme:event_id", "ONCEQ_WEBHOOK_SCHEMES": "github:github,stripe:stripe",
 	"ONCEQ_ADMIN_ADDR": "0.0.0.0:9090", "ONCEQ_ADMIN_TOKEN": "admintok-0123456789", "ONCEQ_DASHBOARD_READONLY": "false",
 	"ONCEQ_SMTP_ADDR": "smtp.example:587", "ONCEQ_SMTP_USER": "mailer", "ONCEQ_SMTP_PASSWORD": "smtppw",
@@ -97,9 +97,9 @@ func TestEveryKnobParses(t *testing.T) {
 	redis := Redis{URL: "redis://u:pw@redis.example:6380/3", Password: "override-pw", MinReplicas: 1, WaitTimeout: 2 * time.Second,
 		DialTimeout: 7 * time.Second, ReadTimeout: 4 * time.Second, WriteTimeout: 6 * time.Second}
 	log := Log{Env: "development", Level: "debug"}
-	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, FailedTTL: 2 * time.Hour,
+	dedup := Dedup{Lease: 90 * time.Second, DoneTTL: 12 * time.Hour, ResultTTL: 2 * time.Hour, FailedTTL: 2 * time.Hour,
 		MaxResultBytes: 1024, UniqueWindow: 36 * time.Hour, PaymentIDWindow: 48 * time.Hour, PaymentIDScope: "client",
-		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second, OnRepeat: "email:send=replace", QueueShards: 8}
+		PaymentRateWindow: 90 * time.Second, ScanWindow: 45 * time.Second, OnRepeat: "email:send=replace", QueueShards: 8, KeepCompleted: true}
 	pg := Postgres{URL: "postgres://app:pgpw@db.example/app", MaxConns: 40, Ledger: false, Retention: 1000 * time.Hour}
 	hosts := HTTPHosts{Hosts: []string{"onceq.test", "box.lan"}}
 	wantWorker := Worker{Redis: redis, Log: log, Dedup: dedup, Postgres: pg,

@@ -66,6 +66,11 @@ type Spec[P any] struct {
 	// DoneTTL is how long a done job answers repeats as duplicates on the
 	// worker. Default: the store's DoneTTL.
 	DoneTTL time.Duration
+	// ResultTTL is how long of DoneTTL a done job keeps its result (its
+	// full record) on onceq's Redis store; after it a compact mark of tens
+	// of bytes still answers repeats, without the result. Default: the
+	// store's ResultTTL (1h).
+	ResultTTL time.Duration
 	// Window, when set, throttles an identical repeat (same key) for this
 	// long from first acceptance, whatever became of the job. Default: none.
 	Window time.Duration
@@ -111,9 +116,9 @@ type Kind struct {
 	HeaderKey bool
 	// Global: the key is shared by every scope (Spec.Global).
 	Global bool
-	// WriteResult, KeepFailed and DoneTTL are the Spec's.
+	// WriteResult, KeepFailed, DoneTTL and ResultTTL are the Spec's.
 	WriteResult, KeepFailed bool
-	DoneTTL                 time.Duration
+	DoneTTL, ResultTTL      time.Duration
 	volatile                []string
 	build                   func(payload []byte, explicit, scope string) (Job, error)
 }
@@ -145,13 +150,14 @@ func Define[P any](s Spec[P]) *Typed[P] {
 		}
 	}
 	if err != nil || (s.SetID != nil && s.ID == nil) || s.Shards < 0 || strings.ContainsAny(s.Queue, "{}") ||
-		s.Unique < 0 || s.Window < 0 || (s.DoneTTL != 0 && s.DoneTTL < time.Millisecond) {
+		s.Unique < 0 || s.Window < 0 || (s.DoneTTL != 0 && s.DoneTTL < time.Millisecond) ||
+		(s.ResultTTL != 0 && s.ResultTTL < time.Millisecond) {
 		panic(fmt.Sprintf("onceq: Define %q: needs a valid type and repeat policy, ID with SetID, a queue without { or }, and no negative windows or shards (%v)", s.Type, err))
 	}
 	t := &Typed[P]{spec: s}
 	t.Kind = &Kind{Type: s.Type, Queue: s.Queue, Queues: shardsOf(s.Queue, s.Shards),
 		HeaderKey: s.SetID != nil, Global: s.Global, WriteResult: s.WriteResult, KeepFailed: s.KeepFailed,
-		volatile: volatileOf(zero), DoneTTL: s.DoneTTL,
+		volatile: volatileOf(zero), DoneTTL: s.DoneTTL, ResultTTL: s.ResultTTL,
 		build: func(payload []byte, explicit, scope string) (Job, error) {
 			var p P
 			if err := decode(payload, &p); err != nil {
@@ -332,7 +338,7 @@ func (c *Catalog) typeOptions() map[string]typeOptions {
 // options are the middleware's options for k; their key rule is k's key
 // and fingerprint of a raw payload, as Build gives them.
 func (k *Kind) options() typeOptions {
-	return typeOptions{Volatile: k.volatile, WriteResult: k.WriteResult, DoneTTL: k.DoneTTL,
+	return typeOptions{Volatile: k.volatile, WriteResult: k.WriteResult, DoneTTL: k.DoneTTL, ResultTTL: k.ResultTTL,
 		Key: func(payload []byte) (Key, string, error) {
 			j, err := k.build(payload, "", "")
 			if err != nil {

@@ -317,3 +317,80 @@ func TestKeyLifeOnCluster(t *testing.T) {
 		t.Fatalf("after the purge: %d keys of the type left, %v", left.Load(), err)
 	}
 }
+
+// Compact marks on a 3-master Cluster: they sit in their key's home, so the
+// completion writes one in its own step and the enqueue's guard and the
+// worker's claim read it in theirs. After the result TTL a repeat is still
+// a duplicate ("result no longer kept"), other content a conflict, and a
+// task that reaches the worker anyway is acknowledged unrun.
+func TestCompactOnCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t)})
+	t.Cleanup(func() { rdb.Close() })
+	store, err := dedup.NewRedisStore(rdb, storage.Options{ResultTTL: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := dedup.Define(dedup.Spec[memo]{Type: "compact:cluster", ID: func(m memo) string { return m.ID }})
+	catalog, err := dedup.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := dedup.NewServer(rdb, store, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel},
+		dedup.MiddlewareOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	mux := asynq.NewServeMux()
+	mux.Handle(kind.Type, dedup.Handle(kind, func(context.Context, memo) (string, error) {
+		runs.Add(1)
+		return "noted", nil
+	}))
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} { // several homes, so several masters
+		j := kind.Job(memo{ID: id, Text: "hello"})
+		if out, err := producer.Enqueue(ctx, j); err != nil || out.Decision != dedup.Enqueued {
+			t.Fatalf("first %s: %+v %v", id, out, err)
+		}
+		if st, err := producer.Wait(ctx, j, 20*time.Second); err != nil || st.State != dedup.StatusDone {
+			t.Fatalf("wait %s: %+v %v", id, st, err)
+		}
+		waitCompact(t, store, j.Key)
+		out, err := producer.Enqueue(ctx, j)
+		if err != nil || out.Decision != dedup.Duplicate || !strings.Contains(out.Reason, "result no longer kept") {
+			t.Fatalf("repeat %s: %+v %v; want a duplicate, result no longer kept", id, out, err)
+		}
+		if out, err := producer.Enqueue(ctx, kind.Job(memo{ID: id, Text: "other"})); err != nil || out.Decision != dedup.Conflict {
+			t.Fatalf("other content %s: %+v %v; want a conflict", id, out, err)
+		}
+		// asynq's own enqueue, where a Cluster-aware client puts it: the
+		// joined dequeue or the claim finds the mark.
+		if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(j.Task, asynq.TaskID(j.Key.TaskID()),
+			asynq.Queue(dedup.ClusterQueue("default", j.Key))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool {
+		n := 0
+		for _, q := range dedup.ClusterQueues("default") {
+			info, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(q)
+			if err == nil {
+				n += info.Size
+			}
+		}
+		return n == 0
+	})
+	if n := runs.Load(); n != 6 {
+		t.Fatalf("%d runs, want 6: a compacted key ran again", n)
+	}
+}

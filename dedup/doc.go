@@ -128,8 +128,10 @@
 // The heartbeat extends every live lease of the process in one pipelined
 // round trip per tick.
 //
-// TTLs: a running record lives lease + FailedTTL, a done record DoneTTL (24 h
-// by default), a failed record FailedTTL (1 h). A failed record is visible to
+// TTLs: a running record lives lease + FailedTTL, a done record ResultTTL (1 h
+// by default) and then, to DoneTTL (24 h), a compact mark of tens of bytes
+// that still answers a repeat (a duplicate without its result, or a conflict),
+// a failed record FailedTTL (1 h). A failed record is visible to
 // Status but never blocks a Claim. Windows (Reserve) live exactly their window.
 // Nothing grows forever.
 //

@@ -67,6 +67,9 @@ type throttle struct {
 type refusal struct {
 	Task   *asynq.TaskInfo // nil: no task holds the key
 	Record storage.Record  // StatusUnknown: none
+	// other: a compact mark (Record.Compact) holds the key for other
+	// content than the job's.
+	other bool
 }
 
 // guardEnqueue returns a ctx for one insert of the job keyed k with
@@ -124,8 +127,10 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	}
 	a.Record, a.Holder = recordKey(g.key), g.holder
 	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
+	// Whatever this process's store does, a worker's may leave marks.
+	a.Marks, a.MarkID = markKey(g.key), markID(g.key)
 	a.Head, a.Inserted, a.HistoryTTL = g.head, g.inserted, g.unique
-	a.History = noHistoryKey(g.key)
+	a.History = noneKey(g.key)
 	if g.history {
 		a.History = historyKey(g.key)
 	}
@@ -134,9 +139,7 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 			TTL: g.successor, Pending: g.replacesPending}
 		return a, nil
 	}
-	if len(g.rules) > 0 {
-		a.WindowSet = windowsKey(g.key)
-	}
+	a.WindowSet = windowsKey(g.key) // named always (one slot on Cluster); written with windows only
 	a.Next = g.next
 	for _, r := range g.rules {
 		a.Windows = append(a.Windows, asynqwire.Window{Key: windowKey(r.Key), TTL: r.Window,
@@ -156,6 +159,9 @@ func (g *enqueueGuard) Result(_ asynqwire.Insert, r asynqwire.InsertResult) {
 		return
 	}
 	f := &refusal{Task: r.Task, Record: storage.Record{Key: g.key, State: StatusUnknown}}
+	if m, ok := readMark(r.Record); ok {
+		f.other = !m.same
+	}
 	if r.Record != "" {
 		rec, err := recordOf(g.key, r.Record, r.RecordTTL)
 		if err != nil {

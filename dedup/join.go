@@ -18,7 +18,6 @@ import (
 
 	"github.com/onceq/onceq/dedup/internal/asynqwire"
 	"github.com/onceq/onceq/dedup/internal/history"
-	"github.com/onceq/onceq/dedup/internal/storerule"
 	"github.com/onceq/onceq/dedup/storage"
 )
 
@@ -82,6 +81,7 @@ type parked struct {
 	h      storage.Hold
 	result []byte
 	ttl    time.Duration
+	keep   time.Duration // the result TTL
 	sink   *resultSink
 	at     time.Time
 }
@@ -125,7 +125,7 @@ func (c joiningClient) EvalSha(ctx context.Context, sha string, keys []string, a
 		if j.acks.Known(sha) {
 			return j.ack(ctx, sha, p, keys, args)
 		}
-		j.record(p, j.m.complete(ctx, p.h, p.result, p.ttl)) // an acknowledgement the join does not know
+		j.record(p, j.m.complete(ctx, p.h, p.result, p.ttl, p.keep)) // an acknowledgement the join does not know
 	}
 	return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
 }
@@ -210,7 +210,7 @@ func (j *joiner) claimed(ctx context.Context, k Key, fp string) (storage.Claim, 
 
 // park hands the completion of the run of h to asynq's acknowledgement of
 // the task in ctx; false when it must be recorded now.
-func (j *joiner) park(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration, sink *resultSink) bool {
+func (j *joiner) park(ctx context.Context, h storage.Hold, result []byte, ttl, keep time.Duration, sink *resultSink) bool {
 	if j == nil || j.off.Load() || len(result) > j.store.opts.MaxResultBytes {
 		return false
 	}
@@ -219,14 +219,14 @@ func (j *joiner) park(ctx context.Context, h storage.Hold, result []byte, ttl ti
 	if !ok || !atHome(j.cluster, q, h.Key) {
 		return false // on Cluster a task outside its key's home: its record is in another slot
 	}
-	j.parkAs(ctx, taskName(q, id), h, result, ttl, sink)
+	j.parkAs(ctx, taskName(q, id), h, result, ttl, keep, sink)
 	return true
 }
 
-func (j *joiner) parkAs(ctx context.Context, name taskRef, h storage.Hold, result []byte, ttl time.Duration, sink *resultSink) {
+func (j *joiner) parkAs(ctx context.Context, name taskRef, h storage.Hold, result []byte, ttl, keep time.Duration, sink *resultSink) {
 	j.mu.Lock()
 	old := j.parked[name]
-	j.parked[name] = &parked{ctx: context.WithoutCancel(ctx), h: h, result: result, ttl: ttl, sink: sink, at: time.Now()}
+	j.parked[name] = &parked{ctx: context.WithoutCancel(ctx), h: h, result: result, ttl: ttl, keep: keep, sink: sink, at: time.Now()}
 	j.mu.Unlock()
 	if old != nil {
 		go j.recordAlone(old)
@@ -252,14 +252,13 @@ func (j *joiner) acked(keys []string, args []any) *parked {
 // gives asynq its script's reply.
 func (j *joiner) ack(ctx context.Context, sha string, p *parked, keys []string, args []any) *redis.Cmd {
 	out := redis.NewCmd(ctx)
-	ttl, err := storerule.DoneTTL(j.store.opts.DoneTTL, p.ttl)
+	c, err := j.store.completion(p.h, p.result, p.ttl, p.keep)
 	if err != nil {
 		j.record(p, err)
 		return j.store.rdb.EvalSha(ctx, sha, keys, args...)
 	}
-	n, v, err := j.acks.Run(ctx, j.store.rdb, sha, keys, args,
-		asynqwire.Completion{Record: recordKey(p.h.Key), Holder: holderPrefix(p.h), Now: time.Now(), Result: p.result, TTL: ttl,
-			History: historyKey(p.h.Key), Entry: workerEntry(p.ctx, p.h.Key, outcomeCompleted, "")})
+	c.Entry = workerEntry(p.ctx, p.h.Key, outcomeCompleted, "")
+	n, v, err := j.acks.Run(ctx, j.store.rdb, sha, keys, args, c)
 	if err != nil {
 		// Redis trouble: asynq retries its acknowledgement alone; the
 		// completion is retried apart while the lease lasts.
@@ -293,7 +292,7 @@ func (j *joiner) recordAlone(p *parked) {
 		j.record(p, nil)
 		return
 	}
-	j.record(p, j.m.complete(ctx, p.h, p.result, p.ttl))
+	j.record(p, j.m.complete(ctx, p.h, p.result, p.ttl, p.keep))
 }
 
 // flushKey records at once a completion of k still waiting, so a claim of
@@ -383,7 +382,7 @@ func (j *joiner) shutdown(ctx context.Context) error {
 	j.mu.Unlock()
 	var errs []error
 	for _, p := range ps {
-		err := j.m.complete(ctx, p.h, p.result, p.ttl)
+		err := j.m.complete(ctx, p.h, p.result, p.ttl, p.keep)
 		j.record(p, err)
 		if err != nil && !errors.Is(err, storage.ErrLeaseLost) {
 			errs = append(errs, err)

@@ -32,7 +32,7 @@ func TestJoinExpires(t *testing.T) {
 	m.track(c.Hold, func(error) {})
 	heard := make(chan error, 1)
 	sink := &resultSink{recorded: []func(error){func(err error) { heard <- err }}}
-	j.parkAs(context.Background(), taskName("q", "parked"), c.Hold, []byte(`"r"`), 0, sink)
+	j.parkAs(context.Background(), taskName("q", "parked"), c.Hold, []byte(`"r"`), 0, 0, sink)
 
 	lost := Key{Namespace: "join:test", ID: "undelivered"}
 	c2, err := store.Claim(ctx, lost, "fp", time.Minute, "")
@@ -140,7 +140,7 @@ func TestJoinedAckReplies(t *testing.T) {
 		}
 		m.track(cl.Hold, func(error) {})
 		heard := make(chan error, 1)
-		c.j.parkAs(context.Background(), taskName(q, id), cl.Hold, []byte(`"r"`), 0, &resultSink{recorded: []func(error){func(err error) { heard <- err }}})
+		c.j.parkAs(context.Background(), taskName(q, id), cl.Hold, []byte(`"r"`), 0, 0, &resultSink{recorded: []func(error){func(err error) { heard <- err }}})
 		keys := []string{pfx + "active", pfx + "lease", pfx + "t:" + id, pfx + "processed:2026-12-04", pfx + "processed"}
 		got, err := c.EvalSha(ctx, sha, keys, id, time.Now().Add(time.Hour).Unix(), int64(1<<62)).Result()
 		if tc.wantAsynq == "OK" && (err != nil || got != "OK") || tc.wantAsynq != "OK" && (err == nil || !strings.Contains(err.Error(), tc.wantAsynq)) {

@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -53,10 +55,11 @@ const successorsKey = keyPrefix + "successors"
 // Owner: the engine; TTL: as long as the key is remembered.
 func historyKey(k Key) string { return keyOf(k, "hist") }
 
-// noHistoryKey stands for the history a type does not keep (Spec.History):
-// named in the key's slot, as a Cluster script may name no other, and never
-// written (history.lua keeps nothing under a name ending in '}').
-func noHistoryKey(k Key) string { return keyPrefix + "{" + homeTag(k) + "}" }
+// noneKey stands for a key of k's a script may name but must not use: the
+// history a type does not keep (Spec.History), the marks a store does not
+// write. Named in k's slot, as a Cluster script may name no other; the
+// scripts take a name ending in '}' for none (history.lua, internal/mark).
+func noneKey(k Key) string { return keyPrefix + "{" + homeTag(k) + "}" }
 
 // liveKey is a worker process's liveness key in home h, named by its boot
 // owner: it exists while the process runs. One per home, so the fast
@@ -66,6 +69,42 @@ func noHistoryKey(k Key) string { return keyPrefix + "{" + homeTag(k) + "}" }
 func liveKey(owner string, h int) string {
 	return keyPrefix + "{" + homeTags[h] + "}:live:" + owner
 }
+
+// markKey is the registry of the compact marks of k's namespace under k's
+// mark tag (a hash: done TTL -> latest expiry); the marks themselves are
+// fields of the small hashes markKey(k)<sub>:<done TTL>:<bucket>, which
+// internal/mark's Lua names from it and markID. Owner: the engine; every
+// hash expires at its bucket's end, the registry with its last mark.
+// Purge finds a namespace's marks by this prefix ('/' ends it: no
+// namespace holds one).
+func markKey(k Key) string { return keyPrefix + "{" + markTag(k) + "}:mark:" + k.Namespace + "/" }
+
+// markPattern matches every mark key of namespace ns (SCAN MATCH), under
+// any tag: its registries and their hashes.
+func markPattern(ns string) string { return keyPrefix + "{*}:mark:" + globEscape(ns) + "/*" }
+
+// markSubs is how many mark hashes share a bucket of one namespace: at 1 M
+// marks in a bucket each holds about 61, under Redis's default
+// hash-max-listpack-entries (128), so it stays a listpack.
+const markSubs = 1 << 14
+
+// markID is k's mark id: 4 hex digits of its sub-hash, then its 12-byte
+// digest (the mark's field). Both are cut from the SHA-256 of k.String():
+// 96 bits, so two keys' marks do not collide at any count Redis holds.
+func markID(k Key) string {
+	d := markDigest(k)
+	return fmt.Sprintf("%04x", markSub(d)) + string(d[:12])
+}
+
+// markTag is the Cluster hash tag of k's marks: its home, so that the
+// scripts that read or write its record reach them in the same slot.
+func markTag(k Key) string { return homeTag(k) }
+
+func markDigest(k Key) [32]byte { return sha256.Sum256([]byte(k.String())) }
+
+// markSub is the sub-hash within k's home: markSubs per bucket, over the
+// homes.
+func markSub(d [32]byte) uint16 { return binary.BigEndian.Uint16(d[12:14]) % (markSubs / homes) }
 
 // keyOfRecord is the inverse of recordKey.
 func keyOfRecord(rec string) (Key, error) {

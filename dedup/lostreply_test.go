@@ -94,8 +94,8 @@ func TestLostClaimReplyRetakenBySameDelivery(t *testing.T) {
 	proxy := newReplyDropper(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	s, _ := newStore(t, rdb, storage.Options{})
-	direct, _ := newStore(t, srv.Client(t), storage.Options{})
+	s, _ := newStore(t, rdb, fullRecords)
+	direct, _ := newStore(t, srv.Client(t), fullRecords)
 	k := mustKey(t, "payment:charge", "lost-reply")
 	mine := "boot-1/task-7"
 
@@ -177,7 +177,7 @@ func TestMiddlewareRetakesLostClaim(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy, rdb := droppingClient(t, srv)
 	rdb.AddHook(&dropFirstClaimReply{proxy: proxy})
-	s, rec := newStore(t, rdb, storage.Options{})
+	s, rec := newStore(t, rdb, fullRecords)
 	m := newMiddleware(t, s, dedup.MiddlewareOptions{Lease: time.Minute})
 
 	var e effect

@@ -39,6 +39,10 @@ type typeOptions struct {
 	// DoneTTL is how long a done job of this type answers repeats as
 	// duplicates. Default: the store's DoneTTL.
 	DoneTTL time.Duration
+	// ResultTTL is how long of that a done job keeps its result, on
+	// onceq's Redis store; a compact mark answers repeats after it.
+	// Default: the store's ResultTTL.
+	ResultTTL time.Duration
 }
 
 // MiddlewareOptions configures NewMiddleware.
@@ -122,6 +126,9 @@ func NewMiddleware(store storage.Store, opts MiddlewareOptions) (*Middleware, er
 	for typ, o := range types {
 		if o.DoneTTL != 0 && o.DoneTTL < time.Millisecond {
 			return nil, fmt.Errorf("onceq: type %q: done TTL %v must be 0 (the store's) or at least 1ms", typ, o.DoneTTL)
+		}
+		if o.ResultTTL != 0 && o.ResultTTL < time.Millisecond {
+			return nil, fmt.Errorf("onceq: type %q: result TTL %v must be 0 (the store's) or at least 1ms", typ, o.ResultTTL)
 		}
 	}
 	m := &Middleware{store: store, opts: opts, types: types, active: map[storage.Hold]context.CancelCauseFunc{},
@@ -274,7 +281,7 @@ func (m *Middleware) run(ctx context.Context, h storage.Hold, t *asynq.Task, o t
 		return err
 	}
 	result := sink.b
-	if m.join.park(ctx, h, result, o.DoneTTL, sink) {
+	if m.join.park(ctx, h, result, o.DoneTTL, o.ResultTTL, sink) {
 		// asynq's acknowledgement records it (join.go); the hold stays
 		// tracked, and heartbeats extend it, until then.
 		parked = true
@@ -283,7 +290,7 @@ func (m *Middleware) run(ctx context.Context, h storage.Hold, t *asynq.Task, o t
 	}
 	bg, stop := after()
 	defer stop()
-	err = m.complete(bg, h, result, o.DoneTTL)
+	err = m.complete(bg, h, result, o.DoneTTL, o.ResultTTL)
 	sink.done(err)
 	if err != nil {
 		if errors.Is(err, storage.ErrLeaseLost) {
@@ -307,16 +314,22 @@ func (m *Middleware) writeResult(t *asynq.Task, o typeOptions, result []byte) {
 // another delivery run the handler again once the lease ends, so it keeps
 // trying while ctx (the lease) lasts: the hold stays tracked, the heartbeat
 // keeps extending it, and the token fences out anything that comes later.
-// ttl is the type's done TTL (0: the store's).
-func (m *Middleware) complete(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration) error {
+// ttl is the type's done TTL, keep its result TTL (0: the store's).
+func (m *Middleware) complete(ctx context.Context, h storage.Hold, result []byte, ttl, keep time.Duration) error {
+	store := func(result []byte) error {
+		if rs, ok := m.store.(*redisStore); ok {
+			return rs.complete(ctx, h, result, ttl, keep)
+		}
+		return m.store.Complete(ctx, h, result, ttl)
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && m.recorded(ctx, h) {
 			return nil
 		}
-		err := m.store.Complete(ctx, h, result, ttl)
+		err := store(result)
 		if errors.Is(err, storage.ErrResultTooLarge) {
 			note := fmt.Appendf(nil, `{"onceq_error":"result of %d bytes not stored"}`, len(result))
-			return m.store.Complete(ctx, h, note, ttl)
+			return store(note)
 		}
 		if err == nil || errors.Is(err, storage.ErrLeaseLost) {
 			return err

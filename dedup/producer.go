@@ -376,20 +376,28 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 // the record again. last is the insert that was refused.
 func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outcome, mayReplace bool, last insert) (insert, bool) {
 	var (
-		wg   sync.WaitGroup
-		info *asynq.TaskInfo
-		rec  storage.Record
-		ierr error
-		rerr error
+		wg    sync.WaitGroup
+		info  *asynq.TaskInfo
+		rec   storage.Record
+		other bool // a compact mark holds the key for other content
+		ierr  error
+		rerr  error
 	)
-	if _, redisStore := p.store.(*redisStore); found != nil && redisStore {
-		info, rec = found.Task, found.Record
+	rs, redisStore := p.store.(*redisStore)
+	if found != nil && redisStore {
+		info, rec, other = found.Task, found.Record, found.other
 		if info == nil {
 			ierr = asynq.ErrTaskNotFound
 		}
 	} else {
 		wg.Go(func() { info, ierr = p.insp.GetTaskInfo(j.Queue, j.Key.TaskID()) })
-		wg.Go(func() { rec, rerr = p.store.Status(ctx, j.Key) })
+		wg.Go(func() {
+			if redisStore {
+				rec, other, rerr = rs.status(ctx, j.Key, j.Fingerprint)
+				return
+			}
+			rec, rerr = p.store.Status(ctx, j.Key)
+		})
 		wg.Wait()
 	}
 	if ierr != nil {
@@ -398,7 +406,10 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	if rerr != nil {
 		rec = storage.Record{State: StatusUnknown}
 	}
-	if mayReplace && j.Repeat.Policy == repeatSuccessor {
+	// A key its compact mark holds for the same content is done: a
+	// duplicate under every policy (the mark is read in the guard's step).
+	compactSame := rec.Compact && !other && info == nil
+	if mayReplace && j.Repeat.Policy == repeatSuccessor && !compactSame {
 		if in, ok := p.successorOf(j, info, rec, last); ok {
 			return in, true
 		}
@@ -415,7 +426,10 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	if stored == "" && rerr == nil {
 		stored = rec.Fingerprint
 	}
-	if stored != "" && stored != j.Fingerprint {
+	if (stored != "" && stored != j.Fingerprint) || (stored == "" && other) {
+		if stored == "" {
+			stored = "of a job done, its result no longer kept"
+		}
 		out.Decision, out.State = Conflict, StatusUnknown
 		out.Reason = "key " + j.Key.String() + " was accepted with other content (fingerprint " + short(stored) +
 			", this job " + short(j.Fingerprint) + "); nothing was enqueued"
@@ -433,6 +447,9 @@ func (p *Producer) refused(ctx context.Context, j Job, found *refusal, out *Outc
 	out.Reason = "already accepted: " + string(st.State)
 	if st.State == StatusDone {
 		out.Reason = "already processed: done"
+		if rec.Compact && info == nil {
+			out.Reason = "already processed: " + storerule.ReasonCompact
+		}
 	}
 	return insert{}, false
 }

@@ -17,7 +17,7 @@ const purgeBatch = 500
 
 // Purge frees every key of task type typ and deletes its waiting tasks, in
 // bounded batches (SCAN, one pipeline or script per batch; never KEYS): the
-// records, successors, histories, incarnation marks and window sets of the
+// records, compact marks, successors, histories, incarnation marks and window sets of the
 // keys of namespace typ (the task type is the namespace), the windows those
 // keys hold, and the type's asynq tasks in every state but running, in the
 // catalog's queues for typ, else in every queue. A running task is left
@@ -79,6 +79,12 @@ func (p *Producer) Purge(ctx context.Context, typ string) (int, error) {
 		return err
 	})
 	n += records
+	if err == nil {
+		// The compact marks of the type's done keys, whole hashes at a time.
+		err = scanKeys(ctx, p.rdb, markPattern(typ), func(keys []string) error {
+			return p.rdb.Unlink(ctx, keys...).Err()
+		})
+	}
 	if err != nil {
 		return n, fmt.Errorf("onceq: purge %s: %w", typ, err)
 	}

@@ -86,6 +86,26 @@ func unpack(v string) (packed, error) {
 	return p, nil
 }
 
+// A script answers a key that its compact mark alone remembers with the
+// mark's word in place of its record (internal/mark onceq_mark_word):
+//
+//	m|<1: the same content, 0: other>|<done at ms>
+type markWord struct {
+	same bool
+	at   int64 // ms
+}
+
+// readMark reads a mark's word; false when v is a record.
+func readMark(v string) (markWord, bool) {
+	rest, ok := strings.CutPrefix(v, "m|")
+	if !ok {
+		return markWord{}, false
+	}
+	same, at, _ := strings.Cut(rest, "|")
+	ms, _ := strconv.ParseInt(at, 10, 64)
+	return markWord{same: same == "1", at: ms}, true
+}
+
 // grace is how long a running record outlives its lease.
 func (p packed) grace() time.Duration {
 	ms, _ := strconv.ParseInt(p.tail, 10, 64)

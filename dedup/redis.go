@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceq/onceq/dedup/internal/asynqwire"
+	"github.com/onceq/onceq/dedup/internal/mark"
 	"github.com/onceq/onceq/dedup/internal/storerule"
 	"github.com/onceq/onceq/dedup/storage"
 )
@@ -17,6 +19,10 @@ import (
 type redisStore struct {
 	rdb  redis.UniversalClient
 	opts storage.Options
+	// marks: done keys are compacted to marks (internal/mark) after their
+	// result TTL, which the store's options put below the done TTL (a
+	// type's own ResultTTL counts only then).
+	marks bool
 }
 
 var _ storage.Store = (*redisStore)(nil)
@@ -34,8 +40,13 @@ func newRedisStore(rdb redis.UniversalClient, opts storage.Options) (*redisStore
 	if err != nil {
 		return nil, err
 	}
-	return &redisStore{rdb: rdb, opts: opts}, nil
+	return &redisStore{rdb: rdb, opts: opts, marks: mark.Used(opts.DoneTTL, opts.ResultTTL)}, nil
 }
+
+// markArgs are the registry key and mark id of k's compact mark for a
+// script. Marks are read wherever they may be: a store with other options
+// may have written them.
+func (s *redisStore) markArgs(k Key) (reg, id string) { return markKey(k), markID(k) }
 
 func (s *redisStore) observe(ctx context.Context, op string, k Key, o Decision, tok int64, reason string) {
 	s.opts.Observer(ctx, Event{Op: op, Key: k, Outcome: o, Token: tok, Reason: reason})
@@ -50,9 +61,11 @@ func (s *redisStore) runningTTL(lease time.Duration) int64 {
 	return (lease + s.opts.FailedTTL).Milliseconds()
 }
 
-// Claim implements Store. The common case, no record yet, is one plain
-// SET NX PX GET that writes the running record; a done record it returns
-// answers a duplicate or a mismatch at once. Only a running or failed record
+// Claim implements Store. Where done keys leave compact marks, every claim
+// is claim.lua, which looks for the mark of an absent record. Elsewhere
+// (Cluster) the common case, no record yet, is one plain SET NX PX GET
+// that writes the running record; a done record it returns answers a
+// duplicate or a mismatch at once, and only a running or failed record
 // needs claim.lua, whatever its fingerprint: a mismatch is decided against
 // a done record alone. claim.lua records an acquired claim in the key's
 // history (the run in ctx names its task and incarnation there); the plain
@@ -69,6 +82,14 @@ func (s *redisStore) Claim(ctx context.Context, k Key, fingerprint string, lease
 		return storage.Claim{}, fmt.Errorf("onceq: claim %q: %w", k.String(), err)
 	}
 	tok, now := nextToken(), time.Now().UnixMilli()
+	if s.marks {
+		c, err := s.claimSlow(ctx, k, fingerprint, owner, reentrant, tok, now, lease)
+		if err != nil {
+			return storage.Claim{}, s.fail(ctx, opClaim, k, err)
+		}
+		s.report(ctx, k, c)
+		return c, nil
+	}
 	key := recordKey(k)
 	old, err := s.rdb.SetArgs(ctx, key, packRunning(tok, owner, 1, now, fingerprint, now, s.opts.FailedTTL),
 		redis.SetArgs{Mode: "NX", TTL: lease + s.opts.FailedTTL, Get: true}).Result()
@@ -98,7 +119,11 @@ func (s *redisStore) report(ctx context.Context, k Key, c storage.Claim) {
 	case Acquired:
 		s.observe(ctx, opClaim, k, outcomeClaimed, c.Hold.Token, "")
 	case Duplicate:
-		s.observe(ctx, opClaim, k, outcomeDuplicate, 0, storerule.ReasonDuplicate(c.CompletedAt))
+		reason := storerule.ReasonDuplicate(c.CompletedAt)
+		if c.Compact {
+			reason = storerule.ReasonCompact + ", " + reason
+		}
+		s.observe(ctx, opClaim, k, outcomeDuplicate, 0, reason)
 	case InProgress:
 		s.observe(ctx, opClaim, k, outcomeInProgress, 0, storerule.ReasonInProgress(c.Owner, c.LeaseUntil))
 	case Conflict:
@@ -111,6 +136,12 @@ func (s *redisStore) report(ctx context.Context, k Key, c storage.Claim) {
 // running record with a known pttl is a live lease, whichever fingerprint
 // it holds: the newer job waits for it instead of being archived.
 func (s *redisStore) decide(k Key, fingerprint, v string, pttl int64) (storage.Claim, error) {
+	if m, ok := readMark(v); ok {
+		if !m.same {
+			return storage.Claim{Outcome: Conflict, Compact: true}, nil
+		}
+		return storage.Claim{Outcome: Duplicate, Compact: true, CompletedAt: time.UnixMilli(m.at)}, nil
+	}
 	p, err := unpack(v)
 	if err != nil {
 		return storage.Claim{}, err
@@ -134,8 +165,13 @@ func (s *redisStore) claimSlow(ctx context.Context, k Key, fingerprint, owner st
 	if reentrant {
 		again = "1"
 	}
-	v, err := claimScript.Run(ctx, s.rdb, []string{recordKey(k), historyKey(k)}, fingerprint, owner, tok, now,
-		lease.Milliseconds(), s.opts.FailedTTL.Milliseconds(), again, workerEntry(ctx, k, Acquired, "")).Slice()
+	keys := []string{recordKey(k), historyKey(k)}
+	reg, id := s.markArgs(k)
+	if reg != "" {
+		keys = append(keys, reg)
+	}
+	v, err := claimScript.Run(ctx, s.rdb, keys, fingerprint, owner, tok, now,
+		lease.Milliseconds(), s.opts.FailedTTL.Milliseconds(), again, workerEntry(ctx, k, Acquired, ""), id).Slice()
 	if err != nil {
 		return storage.Claim{}, err
 	}
@@ -196,20 +232,48 @@ func (s *redisStore) Extend(ctx context.Context, lease time.Duration, holds ...s
 	return errs
 }
 
-// Complete implements Store.
+// Complete implements Store, with the store's result TTL.
 func (s *redisStore) Complete(ctx context.Context, h storage.Hold, result []byte, ttl time.Duration) error {
+	return s.complete(ctx, h, result, ttl, 0)
+}
+
+// complete is Complete keeping the result for keep (0: the store's
+// ResultTTL), then the key's compact mark to the done TTL.
+func (s *redisStore) complete(ctx context.Context, h storage.Hold, result []byte, ttl, keep time.Duration) error {
 	if len(result) > s.opts.MaxResultBytes {
 		return fmt.Errorf("onceq: complete %q: %d bytes over %d: %w",
 			h.Key.String(), len(result), s.opts.MaxResultBytes, storage.ErrResultTooLarge)
 	}
-	ttl, err := storerule.DoneTTL(s.opts.DoneTTL, ttl)
+	c, err := s.completion(h, result, ttl, keep)
 	if err != nil {
 		return fmt.Errorf("onceq: complete %q: %w", h.Key.String(), err)
 	}
-	n, err := finishScript.Run(ctx, s.rdb, []string{recordKey(h.Key), historyKey(h.Key)},
-		holderPrefix(h), "d", time.Now().UnixMilli(), result, ttl.Milliseconds(),
-		workerEntry(ctx, h.Key, outcomeCompleted, "")).Int64()
+	n, err := finishScript.Run(ctx, s.rdb, []string{c.Record, c.History, c.Marks},
+		c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(),
+		workerEntry(ctx, h.Key, outcomeCompleted, ""), c.MarkID, c.ResultTTL.Milliseconds()).Int64()
 	return s.finish(ctx, opComplete, outcomeCompleted, h, n, err)
+}
+
+// completion is what finish.lua writes for the completion of h (the
+// joined acknowledgement's too): done for ttl, its result kept for keep
+// (0s: the store's), then its compact mark where the store keeps marks and
+// the result goes first.
+func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Duration) (asynqwire.Completion, error) {
+	ttl, err := storerule.DoneTTL(s.opts.DoneTTL, ttl)
+	if err != nil {
+		return asynqwire.Completion{}, err
+	}
+	keep, err = storerule.ResultTTL(s.opts.ResultTTL, keep)
+	if err != nil {
+		return asynqwire.Completion{}, err
+	}
+	c := asynqwire.Completion{Record: recordKey(h.Key), Holder: holderPrefix(h), Now: time.Now(), Result: result,
+		TTL: ttl, ResultTTL: ttl, History: historyKey(h.Key), Marks: noneKey(h.Key)}
+	if s.marks && mark.Used(ttl, keep) {
+		c.Marks, c.MarkID = s.markArgs(h.Key)
+		c.ResultTTL = keep
+	}
+	return c, nil
 }
 
 // Release implements Store.
@@ -237,32 +301,53 @@ func (s *redisStore) finishWhy(ctx context.Context, op string, ok Decision, h st
 	return nil
 }
 
-// Status implements Store.
+// Status implements Store. A key its compact mark alone remembers is done,
+// Compact.
 func (s *redisStore) Status(ctx context.Context, k Key) (storage.Record, error) {
-	var get *redis.StringCmd
-	var ttl *redis.DurationCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, recordKey(k))
-		ttl = p.PTTL(ctx, recordKey(k))
-		return nil
-	})
-	r := storage.Record{Key: k, State: StatusUnknown}
-	if errors.Is(err, redis.Nil) {
-		return r, nil
-	}
+	r, _, err := s.status(ctx, k, "")
+	return r, err
+}
+
+// status is Status, and whether a compact mark holds k for other content
+// than fingerprint fp.
+func (s *redisStore) status(ctx context.Context, k Key, fp string) (storage.Record, bool, error) {
+	r, other, err := s.readStatus(ctx, k, fp)
 	if err != nil {
-		return storage.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+		return storage.Record{}, false, fmt.Errorf("onceq: status %q: %w", k.String(), err)
 	}
-	r, err = recordOf(k, get.Val(), ttl.Val())
+	return r, other, nil
+}
+
+func (s *redisStore) readStatus(ctx context.Context, k Key, fp string) (storage.Record, bool, error) {
+	reg, id := s.markArgs(k)
+	keys := []string{recordKey(k)}
+	if reg != "" {
+		keys = append(keys, reg)
+	}
+	v, err := statusScript.Run(ctx, s.rdb, keys, id, time.Now().UnixMilli(), fp).Slice()
 	if err != nil {
-		return storage.Record{}, fmt.Errorf("onceq: status %q: %w", k.String(), err)
+		return storage.Record{}, false, err
 	}
-	return r, nil
+	if len(v) < 2 {
+		return storage.Record{Key: k, State: StatusUnknown}, false, nil
+	}
+	rec, _ := v[0].(string)
+	m, marked := readMark(rec)
+	r, err := recordOf(k, rec, time.Duration(asInt(v[1]))*time.Millisecond)
+	if err == nil && len(v) == 3 { // a done record: the key is remembered until its mark ends
+		r.ExpiresIn = time.Duration(asInt(v[2])-time.Now().UnixMilli()) * time.Millisecond
+	}
+	return r, marked && !m.same, err
 }
 
 // recordOf reads the packed record v of k, whose PTTL was ttl.
 func recordOf(k Key, v string, ttl time.Duration) (storage.Record, error) {
 	r := storage.Record{Key: k, State: StatusUnknown}
+	if m, ok := readMark(v); ok {
+		r.State, r.Compact, r.CompletedAt = StatusDone, true, time.UnixMilli(m.at)
+		r.UpdatedAt = r.CompletedAt
+		return r, nil
+	}
 	p, err := unpack(v)
 	if err != nil {
 		return storage.Record{}, err
@@ -289,8 +374,14 @@ func recordOf(k Key, v string, ttl time.Duration) (storage.Record, error) {
 
 // Forget implements Store.
 func (s *redisStore) Forget(ctx context.Context, k Key) error {
-	// Two keys in one slot (same hash tag): one DEL works on Cluster too.
-	if err := s.rdb.Del(ctx, recordKey(k), windowKey(k)).Err(); err != nil {
+	var err error
+	if reg, id := s.markArgs(k); reg != "" {
+		err = forgetScript.Run(ctx, s.rdb, []string{recordKey(k), windowKey(k), reg}, id, time.Now().UnixMilli()).Err()
+	} else {
+		// Two keys in one slot (same hash tag): one DEL works on Cluster too.
+		err = s.rdb.Del(ctx, recordKey(k), windowKey(k)).Err()
+	}
+	if err != nil {
 		return fmt.Errorf("onceq: forget %q: %w", k.String(), err)
 	}
 	return nil

@@ -25,6 +25,10 @@ func newStore(t *testing.T, rdb redis.UniversalClient, opts storage.Options) (st
 	return s, rec
 }
 
+// fullRecords keeps a done record whole for the default done TTL: no
+// compact marks, so a first claim is the plain SET (redis.go Claim).
+var fullRecords = storage.Options{ResultTTL: 24 * time.Hour}
+
 func mustKey(t *testing.T, ns, id string) dedup.Key {
 	t.Helper()
 	k, err := dedup.NewKey(ns, id)

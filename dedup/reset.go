@@ -52,6 +52,7 @@ func (p *Producer) Reset(ctx context.Context, k Key, finishRunning bool) (JobSta
 		History: historyKey(k), Holder: k.String(), LetFinish: finishRunning, Incarnation: before.Incarnation + 1, MarkTTL: defaultUnique,
 		Entry: history.Entry{At: time.Now(), Way: sourceOf(ctx), Decision: string(storage.Reset), Incarnation: before.Incarnation,
 			Reason: "was " + string(before.State)}.Pack()}
+	a.Marks, a.MarkID = markKey(k), markID(k)
 	queue := ""
 	if before.Queue != nil {
 		queue = *before.Queue

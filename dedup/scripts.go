@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/history"
+	"github.com/onceq/onceq/dedup/internal/mark"
 )
 
 //go:embed lua/*.lua
@@ -24,10 +25,13 @@ func mustScript(name string) *redis.Script { return redis.NewScript(luaSource(na
 
 var (
 	// Claims and ends of runs append to the key's history (internal/history).
-	claimScript     = redis.NewScript(history.Lua + luaSource("claim.lua"))
+	// Claims and completions read and write compact marks (internal/mark).
+	claimScript     = redis.NewScript(history.Lua + mark.Lua + luaSource("claim.lua"))
 	purgeScript     = mustScript("purge.lua")
 	extendScript    = mustScript("extend.lua")
-	finishScript    = redis.NewScript(history.Lua + luaSource("finish.lua"))
+	finishScript    = redis.NewScript(history.Lua + mark.Lua + luaSource("finish.lua"))
 	reserveScript   = mustScript("reserve.lua")
+	statusScript    = redis.NewScript(mark.Lua + luaSource("status.lua"))
+	forgetScript    = redis.NewScript(mark.Lua + luaSource("forget.lua"))
 	unreserveScript = mustScript("unreserve.lua")
 )

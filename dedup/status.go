@@ -8,6 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/onceq/onceq/dedup/internal/storerule"
 	"github.com/onceq/onceq/dedup/storage"
 )
 
@@ -32,6 +33,9 @@ type JobStatus struct {
 	// Successor: a job waits as the key's successor (Repeat "successor")
 	// and starts when the run ends.
 	Successor bool `json:"successor,omitempty"`
+	// Detail qualifies State: "done; result no longer kept" for a job
+	// whose result TTL is over, remembered by its compact mark alone.
+	Detail string `json:"detail,omitempty"`
 	// Known is false when neither a record nor a task exists.
 	Known bool `json:"-"`
 	// result is the record's raw result (Wait hands it to an Outcome).
@@ -89,6 +93,9 @@ func statusOf(k Key, rec storage.Record, info *asynq.TaskInfo) JobStatus {
 	switch {
 	case rec.State == StatusDone:
 		j.State, j.Result = StatusDone, resultValue(rec.Result)
+		if rec.Compact && info == nil {
+			j.Detail = storerule.ReasonCompact
+		}
 	case j.State == StatusDone && info != nil:
 		j.Result = resultValue(info.Result)
 	}

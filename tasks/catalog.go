@@ -37,7 +37,7 @@ func (k *kinds) all() []*dedup.Kind {
 // the repeat policy for its type (ONCEQ_ON_REPEAT), the shard count and
 // whether its completed tasks are kept.
 func define[P any](w Windows, s dedup.Spec[P]) *dedup.Typed[P] {
-	s.WriteResult = s.WriteResult && !w.DropCompleted
+	s.WriteResult = s.WriteResult && w.KeepCompleted
 	if s.Unique == 0 {
 		s.Unique = w.Unique
 	}

@@ -99,11 +99,18 @@ func TestCatalogKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kept, err := tasks.NewCatalog(tasks.Windows{KeepCompleted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var types []string
-	for _, k := range c.Kinds() {
+	for i, k := range c.Kinds() {
 		types = append(types, k.Type)
-		if !k.WriteResult { // else asynqmon shows "non-printable bytes" for it
-			t.Errorf("%s does not write its result for the dashboard", k.Type)
+		if k.WriteResult { // the dashboard's copy is opt-in (ONCEQ_KEEP_COMPLETED)
+			t.Errorf("%s keeps its completed tasks by default", k.Type)
+		}
+		if !kept.Kinds()[i].WriteResult { // else asynqmon shows "non-printable bytes" for it
+			t.Errorf("%s does not write its result for the dashboard when kept", k.Type)
 		}
 	}
 	want := []string{"email:send", "order:fulfil", "payment:charge", "scan:file", "sms:send", "webhook:process"}

@@ -260,6 +260,7 @@ func TestCompletedTaskOutlivingItsRecordFreesTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := payment(t, "pmt-retained-1", "acct-1", 4200)
+	j.WriteResult = true // kept for the dashboard (ONCEQ_KEEP_COMPLETED)
 	enqueue(t, p, j, dedup.Enqueued)
 
 	mw, err := dedup.NewMiddleware(short, dedup.MiddlewareOptions{})

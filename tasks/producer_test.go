@@ -189,7 +189,7 @@ func TestUniqueWindowOption(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	p, _, _ := newProducer(t, rdb)
-	cat, err := tasks.NewCatalog(tasks.Windows{Unique: 90 * time.Minute, PaymentID: 48 * time.Hour})
+	cat, err := tasks.NewCatalog(tasks.Windows{Unique: 90 * time.Minute, PaymentID: 48 * time.Hour, KeepCompleted: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,10 +34,12 @@ type Windows struct {
 	// Shards spreads every type's queue over this many asynq queues
 	// (dedup.Spec.Shards, ONCEQ_QUEUE_SHARDS). Default: 1.
 	Shards int
-	// DropCompleted turns off every type's WriteResult: asynq deletes a
-	// completed task, and the dashboard has no Completed tab for it
-	// (ONCEQ_KEEP_COMPLETED=false). Default: false, they are kept.
-	DropCompleted bool
+	// KeepCompleted turns on the WriteResult of the types that offer
+	// it: asynq keeps their completed tasks, with results, for the
+	// dashboard's Completed tab, about 700 B per job for the unique window
+	// (ONCEQ_KEEP_COMPLETED). Default: false, asynq deletes a completed
+	// task and the done record, then its compact mark, answers repeats.
+	KeepCompleted bool
 	// PaymentIDsPerClient scopes payment ids to the client that sends them
 	// (ONCEQ_PAYMENT_ID_SCOPE=client), for deployments whose clients are
 	// separate tenants. Default: false, a payment id names one charge

@@ -26,6 +26,7 @@ type config struct {
 	Rounds      int           // paired rounds
 	EnqueueN    int           // enqueues per enqueue measurement
 	MemoryN     int           // retained tasks and records for the memory sample
+	MemoryKeys  int           // keys remembered for bytes per key (RememberedResult)
 	Conc        []int         // concurrencies of the single in-process server
 	TwoConc     []int         // concurrency of each of the two worker subprocesses
 	Goroutines  []int         // enqueue concurrencies

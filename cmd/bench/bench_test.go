@@ -46,7 +46,7 @@ func TestSmoke(t *testing.T) {
 	mdPath := filepath.Join(t.TempDir(), "out.md")
 	var stdout, stderr bytes.Buffer
 	args := []string{
-		"-n", "200", "-rounds", "2", "-enqueue-n", "50", "-memory-n", "50",
+		"-n", "200", "-rounds", "2", "-enqueue-n", "50", "-memory-n", "50", "-memory-keys", "2000",
 		"-conc", "10", "-two-conc", "10", "-goroutines", "1,8", "-dup-goroutines", "1",
 		"-io-wait", "10ms", // long enough that a handler not waiting shows
 
@@ -153,6 +153,11 @@ func TestSmoke(t *testing.T) {
 		m.TaskBytes != 0 || m.CompletedEntryBytes != 0 || m.ShownRecordBytes <= float64(m.ResultBytes) || m.ShownTaskBytes <= 0 ||
 		m.ShownEntryBytes <= 0 || m.PlainTaskBytes <= float64(m.PayloadBytes) {
 		t.Errorf("memory: %+v", rep.Memory)
+	}
+	// The full record and the compact mark, measured apart; the mark smaller.
+	if r := rep.Remembered; r == nil || r.Keys != 2000 || r.FullBytes <= float64(len(memResult)) ||
+		r.CompactBytes <= 0 || r.CompactBytes >= r.FullBytes || r.Compact30dBytes <= 0 || !r.Listpack {
+		t.Errorf("remembered: %+v", rep.Remembered)
 	}
 	if withCluster {
 		if c := rep.Cluster; c == nil || len(c.Masters) != 3 || c.total() <= 0 || c.BusiestShare() < 1.0/3 ||

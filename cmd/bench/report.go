@@ -13,20 +13,21 @@ import (
 
 // Report is everything one run measured; -json writes it as is.
 type Report struct {
-	Command     string         `json:"command"`
-	Started     time.Time      `json:"started"`
-	Seconds     float64        `json:"seconds"`
-	Go          string         `json:"go"`
-	Platform    string         `json:"platform"`
-	CPUs        int            `json:"cpus"`
-	Redis       string         `json:"redis_version"`
-	RedisOwn    bool           `json:"redis_started_by_bench"`
-	Settings    Settings       `json:"settings"`
-	Groups      []group        `json:"groups"`
-	Comparisons []Comparison   `json:"comparisons"`
-	Memory      *MemoryResult  `json:"memory,omitempty"`
-	Cluster     *ClusterResult `json:"cluster,omitempty"`
-	Join        []JoinRow      `json:"join,omitempty"`
+	Command     string            `json:"command"`
+	Started     time.Time         `json:"started"`
+	Seconds     float64           `json:"seconds"`
+	Go          string            `json:"go"`
+	Platform    string            `json:"platform"`
+	CPUs        int               `json:"cpus"`
+	Redis       string            `json:"redis_version"`
+	RedisOwn    bool              `json:"redis_started_by_bench"`
+	Settings    Settings          `json:"settings"`
+	Groups      []group           `json:"groups"`
+	Comparisons []Comparison      `json:"comparisons"`
+	Memory      *MemoryResult     `json:"memory,omitempty"`
+	Remembered  *RememberedResult `json:"remembered,omitempty"`
+	Cluster     *ClusterResult    `json:"cluster,omitempty"`
+	Join        []JoinRow         `json:"join,omitempty"`
 	// Network is how the bench reached its Redis when not over loopback
 	// (-netns): the namespace's veth pair and the netem delay, or why none.
 	Network string      `json:"network,omitempty"`
@@ -272,6 +273,19 @@ func (r *Report) print(w io.Writer) {
 		row("shown on the dashboard (WriteResult): record + task + entry", fmt.Sprintf("%.0f + %.0f + %.0f = %.0f B",
 			m.ShownRecordBytes, m.ShownTaskBytes, m.ShownEntryBytes, m.ShownPerJob()))
 		row("asynq+id: completed task + zset entry, no headers", fmt.Sprintf("%.0f B", m.PlainTaskBytes+m.PlainEntryBytes))
+		tw.Flush()
+	}
+	if m := r.Remembered; m != nil {
+		fmt.Fprintf(w, "\n4b. Redis memory per remembered key (used_memory before and after %d keys claimed and completed, own redis-server; %d B result)\n",
+			m.Keys, len(memResult))
+		row("full record, result kept (24 h done TTL)", fmt.Sprintf("%.1f B", m.FullBytes))
+		row("compact mark alone (24 h done TTL, result TTL over)", fmt.Sprintf("%.1f B", m.CompactBytes))
+		row("compact mark alone (30-day done TTL)", fmt.Sprintf("%.1f B", m.Compact30dBytes))
+		row("mark hashes listpack-encoded", fmt.Sprint(m.Listpack))
+		row("per key-day, 30-day window (mark held 1.25 x its window)", fmt.Sprintf("%.1f B", m.Compact30dBytes*residence))
+		row("1 M keys a day, 30-day window: marks", fmt.Sprintf("%.2f GB", PerDailyKey(m.Compact30dBytes, 30)*1e6/1e9))
+		row("1 M keys a day, 24 h window: marks + 1 h of full records", fmt.Sprintf("%.2f GB",
+			(PerDailyKey(m.CompactBytes, 1)+m.FullBytes/24)*1e6/1e9))
 		tw.Flush()
 	}
 	if c := r.Cluster; c != nil {

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	fs.BoolVar(&cfg.History, "history", false, "onceq's jobs keep their keys' history (Spec.History, as the daemon's types do): run beside a run without it, the difference is its cost")
 	fs.DurationVar(&cfg.IOWait, "io-wait", time.Millisecond, "the realistic handler's I/O wait, measured beside the no-op handler at c=10 and end to end (0: no-op only)")
 	fs.IntVar(&cfg.MemoryN, "memory-n", 2000, "completed jobs retained for the memory sample")
+	fs.IntVar(&cfg.MemoryKeys, "memory-keys", 1_000_000, "keys remembered for the full record's and the compact mark's bytes per key (memory phase)")
 	fs.BoolVar(&cfg.Cluster, "cluster", false, "also start a 3-master Redis Cluster (needs redis-cli) and measure how one job type's commands spread over it")
 	fs.BoolVar(&cfg.Netns, "netns", false, "run the bench's redis-server one hop away: in a network namespace over a veth pair (needs root, ip, tc)")
 	fs.DurationVar(&cfg.NetnsDelay, "netns-delay", 200*time.Microsecond, "with -netns: netem delay on packets towards Redis, where the kernel has netem (0: none)")
@@ -72,9 +73,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]*int{"n": &cfg.N, "enqueue-n": &cfg.EnqueueN, "memory-n": &cfg.MemoryN} {
+		for name, v := range map[string]*int{"n": &cfg.N, "enqueue-n": &cfg.EnqueueN, "memory-n": &cfg.MemoryN, "memory-keys": &cfg.MemoryKeys} {
 			if !set[name] {
-				*v = map[string]int{"n": 1000, "enqueue-n": 300, "memory-n": 300}[name]
+				*v = map[string]int{"n": 1000, "enqueue-n": 300, "memory-n": 300, "memory-keys": 20000}[name]
 			}
 		}
 		if !set["rounds"] {
@@ -99,7 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 			return nil, fmt.Errorf("unknown phase %q", p)
 		}
 	}
-	if cfg.N < 1 || cfg.Rounds < 1 || cfg.EnqueueN < 1 || cfg.MemoryN < 1 {
+	if cfg.N < 1 || cfg.Rounds < 1 || cfg.EnqueueN < 1 || cfg.MemoryN < 1 || cfg.MemoryKeys < 1 {
 		return nil, errors.New("-n, -rounds, -enqueue-n and -memory-n must be positive")
 	}
 	cfg.warn = stderr
@@ -184,6 +185,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, workerCmd
 			return nil, fmt.Errorf("memory: %w", err)
 		}
 		rep.Memory = &m
+		r, err := b.remembered(ctx, cfg.MemoryKeys)
+		if err != nil {
+			return nil, fmt.Errorf("memory: remembered keys: %w", err)
+		}
+		rep.Remembered = &r
 	}
 	if cfg.Cluster {
 		c, err := b.cluster(ctx)

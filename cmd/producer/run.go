@@ -271,7 +271,7 @@ func connected(ctx context.Context, cfg config.Producer, catalog *tasks.Catalog,
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("cannot reach Redis (%s): %w; start one or set ONCEQ_REDIS_URL", redisWhere(cfg.Redis), err)
 	}
-	store, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL})
+	store, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.DoneTTL, ResultTTL: cfg.ResultTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}

@@ -73,15 +73,16 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, h s
 	// The producer reports its own decisions; an observer here would count
 	// each window decision twice.
 	jobs, err := dedup.NewRedisStore(rdb, storage.Options{
-		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
+		DoneTTL: cfg.DoneTTL, ResultTTL: cfg.ResultTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 	})
 	if err != nil {
 		return err
 	}
 	// Replays live in a store of their own, whose done TTL is the replay
-	// TTL. The API reports its decisions itself (side "api"), so this
-	// store has no observer: nothing is counted twice.
-	replays, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
+	// TTL, the stored response kept for all of it (a replay needs it: no
+	// compact mark). The API reports its decisions itself (side "api"), so
+	// this store has no observer: nothing is counted twice.
+	replays, err := dedup.NewRedisStore(rdb, storage.Options{DoneTTL: cfg.ReplayTTL, ResultTTL: cfg.ReplayTTL, FailedTTL: cfg.FailedTTL})
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 	metrics := d.Metrics
 	metrics.Zero("worker", typeNames(catalog))
 	store, err := dedup.NewRedisStore(rdb, storage.Options{
-		DoneTTL: cfg.DoneTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
+		DoneTTL: cfg.DoneTTL, ResultTTL: cfg.ResultTTL, FailedTTL: cfg.FailedTTL, MaxResultBytes: cfg.MaxResultBytes,
 		Observer: metrics.Observer(log, "worker"),
 	})
 	if err != nil {

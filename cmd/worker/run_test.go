@@ -91,6 +91,8 @@ func baseEnv(t *testing.T, redisAddr string) map[string]string {
 		"ONCEQ_LOG_LEVEL":        "debug",
 		"ONCEQ_SHUTDOWN_TIMEOUT": "2s",
 		"ONCEQ_CONCURRENCY":      "4",
+		// The tests read results off completed tasks, as the dashboard does.
+		"ONCEQ_KEEP_COMPLETED": "true",
 	}
 }
 
@@ -120,6 +122,7 @@ func (e env) enqueued(t *testing.T) func(dedup.Job, error) (dedup.Job, dedup.Out
 		if err != nil {
 			t.Fatal(err)
 		}
+		j.WriteResult = true // as the worker's ONCEQ_KEEP_COMPLETED (baseEnv)
 		o, err := e.producer.Enqueue(context.Background(), j)
 		if err != nil || o.Decision != dedup.Enqueued {
 			t.Fatalf("enqueue %v: %+v %v", j.Key, o, err)

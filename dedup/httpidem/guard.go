@@ -82,7 +82,8 @@ type Options struct {
 
 // Guard runs requests at most once per key while its store keeps the
 // record. Its store's DoneTTL is how long a response is replayed: give it
-// a store of its own.
+// a store of its own, whose ResultTTL is at least its DoneTTL (a replay
+// needs the stored response, which a compact mark does not keep).
 type Guard struct {
 	store   storage.Store
 	opts    Options

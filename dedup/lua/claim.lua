@@ -11,10 +11,15 @@
 -- ARGV[6] -> grace in ms: how long a running record outlives its lease
 -- ARGV[7] -> "1" when the claim is re-entrant for its owner (same delivery)
 -- ARGV[8] -> the history's entry of an acquired claim
+-- KEYS[3] -> onceq:{<tag>}:mark:<ns>/, the key's mark registry
+--            (internal/mark; absent: no mark is looked for), with
+-- ARGV[9] -> the key's mark id
 -- Returns:
 --   {1, token, attempt, first_seen_ms}  acquired
 --   {0, record, pttl_ms}                not acquired: done (a duplicate, or a
---                                       mismatch the caller tells) or a live lease
+--                                       mismatch the caller tells) or a live lease;
+--                                       record is the mark's word (onceq_mark_word,
+--                                       pttl -1) for a key its mark alone remembers
 -- A running record's lease is live while PTTL > its grace (the last field):
 -- Redis's clock alone decides. Tokens are max(stored + 1, proposed).
 -- Another fingerprint is a mismatch only against a done record: a failed one
@@ -47,6 +52,11 @@ if v then
   fs = ofs
   if fp == '' then
     fp = ofp
+  end
+elseif KEYS[3] then
+  local same, at = onceq_mark_get(KEYS[3], ARGV[9], ARGV[1], ARGV[4])
+  if same ~= nil then
+    return {0, onceq_mark_word(same, at), -1}
   end
 end
 redis.call('SET', KEYS[1],

@@ -9,6 +9,11 @@
 -- ARGV[6] -> its entry for this end (internal/history): a done key's history
 --            lives as long as its record, without the entries of its claims;
 --            a failed run's at least the failed TTL (a retry may follow)
+-- KEYS[3] -> onceq:{<tag>}:mark:<ns>/, the key's mark registry
+--            (internal/mark), with
+-- ARGV[7] -> the key's mark id and
+-- ARGV[8] -> the result TTL in ms: a done record then lives this long and
+--            its compact mark to the done TTL. KEYS[3] absent or "": no mark.
 -- Returns: 1 written, 0 when the hold is not current (lease lost: nothing written).
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
@@ -17,7 +22,12 @@ end
 -- Keep token, owner, attempts, first seen and fingerprint; replace the
 -- updated stamp and the grace with the new stamp and tail.
 local head = string.match(v, '^r(|.*|)[^|]*|[^|]*$')
-redis.call('SET', KEYS[1], ARGV[2] .. head .. ARGV[3] .. '|' .. ARGV[4], 'PX', ARGV[5])
+local ttl = ARGV[5]
+if ARGV[2] == 'd' and onceq_marks(KEYS[3]) then
+  ttl = ARGV[8]
+  onceq_mark_put(KEYS[3], ARGV[7], string.match(v, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|') or '', ARGV[3], ARGV[5])
+end
+redis.call('SET', KEYS[1], ARGV[2] .. head .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
 if KEYS[2] then
   onceq_history(KEYS[2], ARGV[6], ARGV[5], ARGV[2] == 'd' and 'done' or 'max', true)
 end

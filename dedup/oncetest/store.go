@@ -59,12 +59,14 @@ func NewStore(opts storage.Options) (*Store, error) {
 // moves time instead of waiting for it. Fencing tokens do not follow now:
 // they grow with every acquisition whatever it says.
 func NewStoreWithClock(opts storage.Options, now func() time.Time) (*Store, error) {
-	r, err := storerule.Options{DoneTTL: opts.DoneTTL, FailedTTL: opts.FailedTTL,
+	// ResultTTL is checked alike; in memory a done record keeps its
+	// result for the whole done TTL (no compact mark).
+	r, err := storerule.Options{DoneTTL: opts.DoneTTL, ResultTTL: opts.ResultTTL, FailedTTL: opts.FailedTTL,
 		MaxResultBytes: opts.MaxResultBytes, Owner: opts.Owner}.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	opts.DoneTTL, opts.FailedTTL, opts.MaxResultBytes, opts.Owner = r.DoneTTL, r.FailedTTL, r.MaxResultBytes, r.Owner
+	opts.DoneTTL, opts.ResultTTL, opts.FailedTTL, opts.MaxResultBytes, opts.Owner = r.DoneTTL, r.ResultTTL, r.FailedTTL, r.MaxResultBytes, r.Owner
 	if opts.Observer == nil {
 		opts.Observer = func(context.Context, dedup.Event) {}
 	}

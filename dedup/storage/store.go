@@ -76,6 +76,9 @@ type Claim struct {
 	LeaseUntil  time.Time
 	Owner       string // InProgress: who holds the lease
 	Fingerprint string // Conflict: the stored fingerprint
+	// Compact (Duplicate, Conflict): only the key's compact mark remembers
+	// it, its result TTL over: no Result, no Fingerprint.
+	Compact bool
 }
 
 // Record is what Status reports about a key.
@@ -93,6 +96,9 @@ type Record struct {
 	CompletedAt time.Time
 	LeaseUntil  time.Time
 	ExpiresIn   time.Duration // time to live left in Redis
+	// Compact: done, and remembered by its compact mark alone (its result
+	// TTL is over): no result, fingerprint, attempts or owner.
+	Compact bool
 }
 
 // Reservation is the result of Store.Reserve.

@@ -23,7 +23,7 @@ func catalog(d config.Dedup, replay map[string]time.Duration) (*tasks.Catalog, e
 	}
 	c, err := tasks.NewCatalog(tasks.Windows{Unique: d.UniqueWindow, PaymentID: d.PaymentIDWindow,
 		PaymentRate: d.PaymentRateWindow, FileScan: d.ScanWindow, OnRepeat: repeat, Shards: d.QueueShards,
-		DropCompleted: !d.KeepCompleted, PaymentIDsPerClient: d.PaymentIDScope == "client", WebhookReplay: replay})
+		KeepCompleted: d.KeepCompleted, PaymentIDsPerClient: d.PaymentIDScope == "client", WebhookReplay: replay})
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -64,6 +64,10 @@ type GuardArgs struct {
 	Holder    string
 	WindowSet string
 	Windows   []Window
+	// Marks and MarkID are the key's compact mark (dedup/internal/mark),
+	// with a Record: a live mark refuses the insert as a done record does,
+	// and the task's hash keeps both for the joined dequeue. "": none.
+	Marks, MarkID string
 	// Successor, when set, runs the insert under the successor policy
 	// (lua/successor.lua) in place of the guard: with Record, outside
 	// Cluster only.
@@ -296,16 +300,15 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		return c, true
 	}
 	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
-	c.keys = make([]string, 0, 10+len(ga.Windows))
+	c.keys = make([]string, 0, 11+len(ga.Windows))
 	c.keys = append(c.keys, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
-	c.args = make([]any, 0, 12+2*len(ga.Windows))
+	c.args = make([]any, 0, 14+2*len(ga.Windows))
 	c.args = append(c.args, args[0], args[1], args[2], id, states(ga.Replace), ga.Fingerprint)
 	if ga.Record != "" {
-		c.keys = append(c.keys, ga.Record, ga.History, ga.Mark)
-		c.args = append(c.args, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), max(ga.Incarnation, 1))
+		c.keys = append(c.keys, ga.Record, ga.History, ga.Mark, ga.WindowSet, ga.Marks)
+		c.args = append(c.args, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), max(ga.Incarnation, 1),
+			ga.MarkID, time.Now().UnixMilli(), ga.Holder)
 		if len(ga.Windows) > 0 {
-			c.keys = append(c.keys, ga.WindowSet)
-			c.args = append(c.args, ga.Holder)
 			for _, w := range ga.Windows {
 				rep := "0"
 				if w.Repeats {

@@ -97,8 +97,9 @@ func AckCall(keys []string, args []any) (queue, id string, ok bool) {
 type Acks map[string]*redis.Script
 
 // NewAcks builds the joined acknowledgements around finish, the library's
-// completion script (KEYS[1] the record, KEYS[2] the history; ARGV holder
-// prefix, state, now ms, result, TTL ms, history entry).
+// completion script (KEYS[1] the record, KEYS[2] the history, KEYS[3] the
+// mark registry; ARGV holder prefix, state, now ms, result, TTL ms,
+// history entry, mark id, result TTL ms).
 func NewAcks(finish string) Acks { return ackScripts(finish) }
 
 // Completion is the library's side of a joined acknowledgement.
@@ -108,6 +109,11 @@ type Completion struct {
 	Now                            time.Time
 	Result                         []byte
 	TTL                            time.Duration
+	// Marks and MarkID are the key's compact mark (dedup/internal/mark):
+	// the record lives ResultTTL, the mark to TTL. Marks "": no mark, and
+	// ResultTTL is TTL.
+	Marks, MarkID string
+	ResultTTL     time.Duration
 }
 
 // Run runs asynq's acknowledgement (sha, keys, args) of task id with the
@@ -123,8 +129,9 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, ke
 			args[3] = WithoutPayload(msg)
 		}
 	}
-	v, err := a[sha].Run(ctx, rdb, append(keys[:len(keys):len(keys)], TaskKey(queue, id), c.Record, c.History),
-		append(args, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry)...).Result()
+	v, err := a[sha].Run(ctx, rdb, append(keys[:len(keys):len(keys)], TaskKey(queue, id), c.Record, c.History, c.Marks),
+		append(args, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry,
+			c.MarkID, c.ResultTTL.Milliseconds())...).Result()
 	if err != nil {
 		return 0, nil, err
 	}

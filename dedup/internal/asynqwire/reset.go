@@ -8,9 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/history"
+	"github.com/onceq/onceq/dedup/internal/mark"
 )
 
-var resetScript = redis.NewScript(history.Lua + source("reset.lua"))
+var resetScript = redis.NewScript(history.Lua + mark.Lua + source("reset.lua"))
 
 // ResetArgs are one key's reset (lua/reset.lua).
 type ResetArgs struct {
@@ -29,6 +30,9 @@ type ResetArgs struct {
 	// Incarnation is the key's next one, left in Mark for MarkTTL.
 	Incarnation int
 	MarkTTL     time.Duration
+	// Marks and MarkID are the key's compact mark (dedup/internal/mark),
+	// which goes too; "" none (Cluster: another slot).
+	Marks, MarkID string
 }
 
 // ResetResult is what a reset found.
@@ -54,7 +58,12 @@ func Reset(ctx context.Context, rdb redis.UniversalClient, a ResetArgs) (ResetRe
 	if a.LetFinish {
 		finish = "1"
 	}
-	v, err := resetScript.Run(ctx, rdb, keys, finish, a.Holder, max(a.Incarnation, 1), max(a.MarkTTL.Milliseconds(), 1), a.Entry).Slice()
+	args := []any{finish, a.Holder, max(a.Incarnation, 1), max(a.MarkTTL.Milliseconds(), 1), a.Entry}
+	if a.Marks != "" {
+		keys = append(keys, a.Marks)
+		args = append(args, a.MarkID, time.Now().UnixMilli())
+	}
+	v, err := resetScript.Run(ctx, rdb, keys, args...).Slice()
 	if err != nil {
 		return ResetResult{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceq/onceq/dedup/internal/history"
+	"github.com/onceq/onceq/dedup/internal/mark"
 )
 
 // lua/asynq holds the verified asynq's scripts byte for byte (its
@@ -55,7 +56,7 @@ var wrappedSource = map[string]string{}
 
 var (
 	// guards: asynq's enqueue and schedule, each behind lua/guard.lua.
-	guards = wrapped(history.Lua, "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
+	guards = wrapped(history.Lua+mark.Lua, "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
 	// successors: asynq's enqueue and schedule, each behind
 	// lua/successor.lua, with lua/promote.lua.
 	successors = wrapped(history.Lua+source("promote.lua"), "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
@@ -75,7 +76,7 @@ var (
 	// claim; it stands in for asynq's script whole.
 	dequeues = func() map[string]*redis.Script {
 		_, sha := asynqScript("dequeue.lua")
-		return map[string]*redis.Script{sha: redis.NewScript(history.Lua + source("dequeue.lua"))}
+		return map[string]*redis.Script{sha: redis.NewScript(history.Lua + mark.Lua + source("dequeue.lua"))}
 	}()
 	recoverScript = redis.NewScript(source("recover.lua"))
 )
@@ -85,7 +86,7 @@ var (
 func ackScripts(finish string) map[string]*redis.Script {
 	// kept: asynq keeps the task's hash (mark-as-complete), so the
 	// library's fields leave it; done deletes it.
-	prelude := history.Lua + "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
+	prelude := history.Lua + mark.Lua + "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
 	m := wrapped(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
 	maps.Copy(m, wrapped(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
 	return m

@@ -22,6 +22,7 @@ import (
 // (the Observer aside, which only the root package knows).
 type Options struct {
 	DoneTTL        time.Duration
+	ResultTTL      time.Duration
 	FailedTTL      time.Duration
 	MaxResultBytes int
 	Owner          string
@@ -30,6 +31,7 @@ type Options struct {
 // The defaults StoreOptions documents.
 const (
 	DefaultDoneTTL        = 24 * time.Hour
+	DefaultResultTTL      = time.Hour
 	DefaultFailedTTL      = time.Hour
 	DefaultMaxResultBytes = 64 << 10
 )
@@ -38,6 +40,9 @@ const (
 func (o Options) WithDefaults() (Options, error) {
 	if o.DoneTTL == 0 {
 		o.DoneTTL = DefaultDoneTTL
+	}
+	if o.ResultTTL == 0 {
+		o.ResultTTL = DefaultResultTTL
 	}
 	if o.FailedTTL == 0 {
 		o.FailedTTL = DefaultFailedTTL
@@ -51,6 +56,8 @@ func (o Options) WithDefaults() (Options, error) {
 	switch {
 	case o.DoneTTL < time.Millisecond:
 		return o, errors.New("onceq: DoneTTL must be at least 1ms")
+	case o.ResultTTL < time.Millisecond:
+		return o, errors.New("onceq: ResultTTL must be at least 1ms")
 	case o.FailedTTL < time.Millisecond:
 		return o, errors.New("onceq: FailedTTL must be at least 1ms")
 	case CheckField("Owner", o.Owner) != nil:
@@ -94,6 +101,21 @@ func DoneTTL(def, ttl time.Duration) (time.Duration, error) {
 	}
 	return ttl, nil
 }
+
+// ResultTTL is the result TTL a Complete asks for: ttl, or def for 0.
+func ResultTTL(def, ttl time.Duration) (time.Duration, error) {
+	if ttl == 0 {
+		return def, nil
+	}
+	if err := AtLeastMS("result TTL", ttl); err != nil {
+		return 0, err
+	}
+	return ttl, nil
+}
+
+// ReasonCompact is what a repeat of a key remembered by its compact mark
+// alone hears, and what Status says of it.
+const ReasonCompact = "done; result no longer kept"
 
 // Mismatch reports whether a claim with fingerprint fp differs from the
 // stored one; "" on either side skips the check.

@@ -17,14 +17,18 @@
 -- The task's hash carries onceq_rec (its record's key), onceq_fp (its
 -- fingerprint), onceq_hist (its key's history) and onceq_inc (its
 -- incarnation, when not the first) when onceq's producer guard enqueued it
--- outside Cluster. A claim is appended to the history in this step.
+-- outside Cluster, and onceq_mark (the key's mark id, then its mark
+-- registry: internal/mark) where the key may keep a compact mark: an absent
+-- record with a live mark is not claimed. A claim is appended to the
+-- history in this step.
 -- Returns: nil (no task, or its hash has no message, as asynq's), asynq's
 -- message alone (nothing claimed: not a guarded task), or {message, task
 -- id, 1, record key, fingerprint}: the
 -- record was absent and is now running, held by owner prefix .. task id
 -- ('|' as '_'), or {message, task id, 0, record key, record}: it exists, and
--- the middleware decides from it (a done record) or makes its own claim (a
--- running or failed one).
+-- the middleware decides from it (a done record, or the mark's word,
+-- onceq_mark_word, of a key its compact mark alone remembers) or makes its
+-- own claim (a running or failed one).
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return nil
 end
@@ -36,7 +40,7 @@ local key = ARGV[2] .. id
 redis.call('HSET', key, 'state', 'active')
 redis.call('HDEL', key, 'pending_since')
 redis.call('ZADD', KEYS[4], ARGV[1], id)
-local t = redis.call('HMGET', key, 'msg', 'onceq_rec', 'onceq_fp', 'onceq_hist', 'onceq_inc')
+local t = redis.call('HMGET', key, 'msg', 'onceq_rec', 'onceq_fp', 'onceq_hist', 'onceq_inc', 'onceq_mark')
 if not t[1] or not t[2] then
   return t[1] -- no message (asynq's nil) or not a guarded task: no claim
 end
@@ -45,6 +49,12 @@ if string.find(id, '|', 1, true) then
   owner = string.gsub(id, '|', '_')
 end
 local fp = t[3] or ''
+if t[6] and redis.call('EXISTS', t[2]) == 0 then
+  local same, at = onceq_mark_get(string.sub(t[6], 17), string.sub(t[6], 1, 16), fp, ARGV[5])
+  if same ~= nil then
+    return {t[1], id, 0, t[2], onceq_mark_word(same, at)}
+  end
+end
 local old = redis.call('SET', t[2],
   'r|' .. ARGV[4] .. '|' .. ARGV[3] .. owner .. '|1|' .. ARGV[5] .. '|' .. fp .. '|' .. ARGV[5] .. '|' .. ARGV[7],
   'NX', 'PX', ARGV[6], 'GET')

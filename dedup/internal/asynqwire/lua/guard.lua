@@ -14,6 +14,11 @@
 -- KEYS[9] -> onceq:{<home>}:ns/id:inc, the key's next incarnation after a reset (with KEYS[7])
 -- KEYS[10] -> onceq:{<home>}:ns/id:wins, the windows the job took (with KEYS[7]): a
 --            reset finds them there; it lives as long as the longest of them
+-- KEYS[11] -> onceq:{<tag>}:mark:<ns>/, the key's compact mark registry
+--            (internal/mark; with KEYS[7]; "": the key keeps none): with
+--            no record, a live mark refuses the insert as a done record
+--            does, and the task's hash keeps it as onceq_mark (mark id,
+--            then the registry) for the joined dequeue
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the asynq states an existing task may be replaced from, comma
 --            delimited on both ends (",archived," or ",pending,scheduled,"); "" none.
@@ -33,11 +38,13 @@
 --            recorded, the insert that follows is
 -- ARGV[11] -> the incarnation the task's headers carry, kept in the task's
 --            hash as onceq_inc when above 1
--- KEYS[11..] -> onceq:{<home>}:ns/id:win, the job's rule windows (on Cluster
+-- KEYS[12..] -> onceq:{<home>}:ns/id:win, the job's rule windows (on Cluster
 --            only when each is in the task's slot: then they are one step
 --            with the insert)
--- ARGV[12] -> the holder (the job key), with rules
--- ARGV[11+2i], ARGV[12+2i] -> rule i's window in ms, and "1" when a repeat of
+-- ARGV[12] -> the key's mark id (with KEYS[11])
+-- ARGV[13] -> now in ms (the producer's clock), for the mark
+-- ARGV[14] -> the holder (the job key), with KEYS[7]
+-- ARGV[13+2i], ARGV[14+2i] -> rule i's window in ms, and "1" when a repeat of
 --            its holder is refused too (Rule.Repeats), "2" when it is refused
 --            once the key has forgotten the job (Rule.OutlastsKey: no done
 --            record, no task but a completed one)
@@ -52,10 +59,11 @@
 -- also refused, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
 -- Outside Cluster a refusal is {0, the task's msg, state, result, the
--- record, its PTTL} ("" for what is absent; PTTL -2 without a record).
+-- record, its PTTL} ("" for what is absent; PTTL -2 without a record; the
+-- mark's word, onceq_mark_word, for a key its compact mark alone remembers).
 -- A replaced task is removed in the same step as its successor is inserted:
 -- never both, never neither.
-local W, H = 10, 12 -- rule i's window is KEYS[W + i]; the holder ARGV[H]
+local W, H = 11, 14 -- rule i's window is KEYS[W + i]; the holder ARGV[H]
 local function throttled(i, h)
   local pttl = redis.call('PTTL', KEYS[W + i])
   onceq_history(KEYS[8], ARGV[7] .. 't||' .. h, pttl, 'keep')
@@ -79,10 +87,14 @@ local function refuse()
   if type(rec) == 'string' then
     r, pttl = rec, redis.call('PTTL', KEYS[7])
   end
-  local done = string.sub(r, 1, 2) == 'd|'
+  local marked = string.sub(r, 1, 2) == 'm|'
+  local done = marked or string.sub(r, 1, 2) == 'd|'
   local state = t[2]
   local stored = t[4] or string.match(r, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|') or ''
   local same = stored == '' or stored == ARGV[6]
+  if marked and not t[4] then
+    same = string.sub(r, 3, 3) == '1'
+  end
   -- What the producer replaces after this refusal (producer.go, refused)
   -- is recorded by that insert; any other refusal is final: recorded here.
   local later = string.find(ARGV[10], ',*,', 1, true) or state and not done and
@@ -90,7 +102,9 @@ local function refuse()
      (state ~= 'completed' and (string.find(ARGV[10], ',' .. state .. ',', 1, true) or
        (not same and string.find(ARGV[10], ',~' .. state .. ',', 1, true)))))
   if not later then
-    local inc = t[5] or (state and '1') or ''
+    -- A done key without its task is its first incarnation: a later
+    -- one's completed task is always kept (its headers carry the history).
+    local inc = t[5] or ((state or done) and '1') or ''
     if same then
       local st = (done and 'done') or state or 'unknown'
       onceq_history(KEYS[8], ARGV[7] .. 'd|' .. inc .. '|' .. st, pttl > 0 and pttl or ARGV[9], 'keep')
@@ -104,6 +118,13 @@ if KEYS[7] then
   rec = redis.pcall('GET', KEYS[7])
   if type(rec) == 'string' and string.sub(rec, 1, 2) == 'd|' then
     return refuse()
+  end
+  if type(rec) ~= 'string' then
+    local same, at = onceq_mark_get(KEYS[11], ARGV[12], ARGV[6], ARGV[13])
+    if same ~= nil then
+      rec = onceq_mark_word(same, at)
+      return refuse()
+    end
   end
   -- A "2" window its own holder has: the repeat is the key's to answer
   -- only while the key still knows the job.
@@ -152,6 +173,9 @@ if KEYS[7] then
   end
   if ARGV[11] ~= '1' then
     redis.call('HSET', KEYS[1], 'onceq_inc', ARGV[11])
+  end
+  if onceq_marks(KEYS[11]) then
+    redis.call('HSET', KEYS[1], 'onceq_mark', ARGV[12] .. KEYS[11])
   end
   if inc > 0 then
     redis.call('DEL', KEYS[9])

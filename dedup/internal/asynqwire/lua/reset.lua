@@ -17,6 +17,10 @@
 -- ARGV[4] -> KEYS[4]'s TTL in ms, and the least the history lives on
 -- ARGV[5] -> the reset's history entry (internal/history), appended when
 --            something was there and went
+-- KEYS[#KEYS] -> onceq:{<tag>}:mark:<ns>/, the key's compact mark registry
+--            (internal/mark), last, with
+-- ARGV[6] -> the key's mark id and ARGV[7] now in ms: the key's mark goes
+--            too. Absent: the key keeps none (Cluster).
 -- Returns {1, task state, record} reset ({2, ...} with a running job let
 -- finish unrecorded), {0, "", ""} when nothing was
 -- there, {-1, task state, record} a running job refused it ("" for what is
@@ -33,6 +37,11 @@ if running and ARGV[1] ~= '1' then
   return {-1, state or '', rec or ''}
 end
 local n = redis.call('DEL', KEYS[1], KEYS[2])
+local marked = 0
+if ARGV[6] then
+  marked = onceq_mark_del(KEYS[#KEYS], ARGV[6], ARGV[7])
+  n = n + marked
+end
 for _, w in ipairs(redis.call('SMEMBERS', KEYS[3])) do
   if redis.call('GET', w) == ARGV[2] then
     n = n + redis.call('DEL', w)
@@ -50,7 +59,7 @@ if state and state ~= 'active' then
   end
   redis.call('DEL', KEYS[6])
 end
-if rec or state then
+if rec or state or marked > 0 then
   local inc = tonumber(ARGV[3])
   if inc > tonumber(redis.call('GET', KEYS[4]) or '0') then
     redis.call('SET', KEYS[4], inc, 'PX', ARGV[4])

@@ -1,0 +1,7 @@
+-- Forget a key: its record, its window and its compact mark.
+-- KEYS[1] -> onceq:{ns/id}:rec, KEYS[2] -> onceq:{ns/id}:win
+-- KEYS[3] -> onceq:{<tag>}:mark:<ns>/, the key's mark registry (internal/mark)
+-- ARGV[1] -> the key's mark id
+-- ARGV[2] -> now in ms
+-- Returns: how many were there.
+return redis.call('DEL', KEYS[1], KEYS[2]) + onceq_mark_del(KEYS[3], ARGV[1], ARGV[2])
