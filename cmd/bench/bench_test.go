@@ -230,6 +230,7 @@ var issueTargets = []string{
 	"round trips per task, happy path",
 	"refused duplicate, described / first insert",
 	"Redis memory per remembered job, 200 B payload",
+	"Redis memory per remembered key once its result expired (compact mark)",
 	"Cluster, 3 masters, one job type: share of commands on the busiest master",
 	"Cluster: round trips per task, happy path",
 }

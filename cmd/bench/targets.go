@@ -132,6 +132,14 @@ func (r *Report) targets() []Target {
 	}
 	row(mem, mem.Got <= 500)
 
+	mark := Target{Name: "Redis memory per remembered key once its result expired (compact mark)", Want: "<= 64 B", Unit: "B"}
+	if m := r.Remembered; m != nil {
+		mark.Got, mark.Measured, mark.Load = max(m.CompactBytes, m.Compact30dBytes), true, r.Load.Max
+		mark.Detail = fmt.Sprintf("%d keys: 24 h window %.1f B, 30 days %.1f B; full record %.0f B; listpack %v",
+			m.Keys, m.CompactBytes, m.Compact30dBytes, m.FullBytes, m.Listpack)
+	}
+	row(mark, mark.Got <= 64 && (r.Remembered == nil || r.Remembered.Listpack))
+
 	cl := Target{Name: "Cluster, 3 masters, one job type: share of commands on the busiest master", Want: "<= 40 %", Unit: "%"}
 	if c := r.Cluster; c != nil {
 		cl.Got, cl.Measured, cl.Load = 100*c.BusiestShare(), true, c.Load
