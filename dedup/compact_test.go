@@ -43,30 +43,37 @@ func waitCompact(t *testing.T, s storage.Store, k dedup.Key) storage.Record {
 
 // After its result TTL a done key is still refused by the store's claim:
 // the same content is a duplicate (without the result), other content a
-// conflict, and Status says it is done, its result no longer kept.
+// conflict, and Status says it is done, its result no longer kept. The
+// same for a 30-day window (720h), which only the mark makes affordable.
 func TestCompactClaim(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := compactStore(t, time.Hour)
-	k := mustKey(t, "email:send", "compact-1")
-	c, err := s.Claim(ctx, k, "fp-a", time.Minute, "")
-	if err != nil || c.Outcome != dedup.Acquired {
-		t.Fatalf("claim: %+v, %v", c, err)
-	}
-	if err := s.Complete(ctx, c.Hold, []byte(`"sent"`), 0); err != nil {
-		t.Fatal(err)
-	}
-	r := waitCompact(t, s, k)
-	if r.State != dedup.StatusDone || r.Result != nil || time.Since(r.CompletedAt) > time.Minute {
-		t.Errorf("status: %+v; want done, compact, no result", r)
-	}
-	again, err := s.Claim(ctx, k, "fp-a", time.Minute, "")
-	if err != nil || again.Outcome != dedup.Duplicate || !again.Compact {
-		t.Errorf("repeat: %+v, %v; want a compact duplicate", again, err)
-	}
-	other, err := s.Claim(ctx, k, "fp-b", time.Minute, "")
-	if err != nil || other.Outcome != dedup.Conflict {
-		t.Errorf("other content: %+v, %v; want a conflict", other, err)
+	for _, done := range []time.Duration{time.Hour, 720 * time.Hour} {
+		t.Run(done.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := compactStore(t, done)
+			k := mustKey(t, "email:send", "compact-"+done.String())
+			c, err := s.Claim(ctx, k, "fp-a", time.Minute, "")
+			if err != nil || c.Outcome != dedup.Acquired {
+				t.Fatalf("claim: %+v, %v", c, err)
+			}
+			if err := s.Complete(ctx, c.Hold, []byte(`"sent"`), 0); err != nil {
+				t.Fatal(err)
+			}
+			r := waitCompact(t, s, k)
+			if r.State != dedup.StatusDone || r.Result != nil || time.Since(r.CompletedAt) > time.Minute ||
+				r.ExpiresIn < done-time.Minute || r.ExpiresIn > done {
+				t.Errorf("status: %+v; want done, compact, no result, remembered for the rest of %s", r, done)
+			}
+			again, err := s.Claim(ctx, k, "fp-a", time.Minute, "")
+			if err != nil || again.Outcome != dedup.Duplicate || !again.Compact {
+				t.Errorf("repeat: %+v, %v; want a compact duplicate", again, err)
+			}
+			other, err := s.Claim(ctx, k, "fp-b", time.Minute, "")
+			if err != nil || other.Outcome != dedup.Conflict {
+				t.Errorf("other content: %+v, %v; want a conflict", other, err)
+			}
+		})
 	}
 }
 

@@ -320,11 +320,7 @@ func (s *redisStore) status(ctx context.Context, k Key, fp string) (storage.Reco
 
 func (s *redisStore) readStatus(ctx context.Context, k Key, fp string) (storage.Record, bool, error) {
 	reg, id := s.markArgs(k)
-	keys := []string{recordKey(k)}
-	if reg != "" {
-		keys = append(keys, reg)
-	}
-	v, err := statusScript.Run(ctx, s.rdb, keys, id, time.Now().UnixMilli(), fp).Slice()
+	v, err := statusScript.Run(ctx, s.rdb, []string{recordKey(k), reg}, id, time.Now().UnixMilli(), fp).Slice()
 	if err != nil {
 		return storage.Record{}, false, err
 	}
@@ -334,7 +330,7 @@ func (s *redisStore) readStatus(ctx context.Context, k Key, fp string) (storage.
 	rec, _ := v[0].(string)
 	m, marked := readMark(rec)
 	r, err := recordOf(k, rec, time.Duration(asInt(v[1]))*time.Millisecond)
-	if err == nil && len(v) == 3 { // a done record: the key is remembered until its mark ends
+	if err == nil && len(v) == 3 { // the key is remembered until its mark ends
 		r.ExpiresIn = time.Duration(asInt(v[2])-time.Now().UnixMilli()) * time.Millisecond
 	}
 	return r, marked && !m.same, err

@@ -11,7 +11,7 @@
 -- ARGV[6] -> grace in ms: how long a running record outlives its lease
 -- ARGV[7] -> "1" when the claim is re-entrant for its owner (same delivery)
 -- ARGV[8] -> the history's entry of an acquired claim
--- KEYS[3] -> onceq:{<tag>}:mark:<ns>/, the key's mark registry
+-- KEYS[3] -> onceq:{<home>}:mark:<ns>/, the key's mark registry
 --            (internal/mark; absent: no mark is looked for), with
 -- ARGV[9] -> the key's mark id
 -- Returns:

@@ -9,7 +9,7 @@
 -- ARGV[6] -> its entry for this end (internal/history): a done key's history
 --            lives as long as its record, without the entries of its claims;
 --            a failed run's at least the failed TTL (a retry may follow)
--- KEYS[3] -> onceq:{<tag>}:mark:<ns>/, the key's mark registry
+-- KEYS[3] -> onceq:{<home>}:mark:<ns>/, the key's mark registry
 --            (internal/mark), with
 -- ARGV[7] -> the key's mark id and
 -- ARGV[8] -> the result TTL in ms: a done record then lives this long and

@@ -1,5 +1,5 @@
 // Package history is the one layout of a key's history: its last
-// decisions, newest first, one Redis string per key (onceq:{ns/id}:hist).
+// decisions, newest first, one Redis string per key (onceq:{<home>}:ns/id:hist).
 // Go builds every entry here (Pack, or Head for a script to end with the
 // decision it makes), every script appends through the one Lua function
 // in Lua, and Parse reads them back.

@@ -1,7 +1,7 @@
 -- A done key's compact mark (internal/mark): once its full record has
 -- expired (the result TTL), the mark still refuses a repeat until the done
 -- TTL ends, and still tells a duplicate from a conflict.
--- reg -> the registry, onceq:{<tag>}:mark:<ns>/ (dedup/keys.go markKey): a
+-- reg -> the registry, onceq:{<home>}:mark:<ns>/ (dedup/keys.go markKey): a
 --        hash, done TTL in ms -> the latest expiry of a mark under it (ms)
 -- id  -> the key's mark id (keys.go markID): 4 hex digits of its sub-hash,
 --        then its 12-byte digest, the mark's field

@@ -14,7 +14,7 @@
 -- KEYS[9] -> onceq:{<home>}:ns/id:inc, the key's next incarnation after a reset (with KEYS[7])
 -- KEYS[10] -> onceq:{<home>}:ns/id:wins, the windows the job took (with KEYS[7]): a
 --            reset finds them there; it lives as long as the longest of them
--- KEYS[11] -> onceq:{<tag>}:mark:<ns>/, the key's compact mark registry
+-- KEYS[11] -> onceq:{<home>}:mark:<ns>/, the key's compact mark registry
 --            (internal/mark; with KEYS[7]; "": the key keeps none): with
 --            no record, a live mark refuses the insert as a done record
 --            does, and the task's hash keeps it as onceq_mark (mark id,

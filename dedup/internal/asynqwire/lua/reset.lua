@@ -17,7 +17,7 @@
 -- ARGV[4] -> KEYS[4]'s TTL in ms, and the least the history lives on
 -- ARGV[5] -> the reset's history entry (internal/history), appended when
 --            something was there and went
--- KEYS[#KEYS] -> onceq:{<tag>}:mark:<ns>/, the key's compact mark registry
+-- KEYS[#KEYS] -> onceq:{<home>}:mark:<ns>/, the key's compact mark registry
 --            (internal/mark), last, with
 -- ARGV[6] -> the key's mark id and ARGV[7] now in ms: the key's mark goes
 --            too. Absent: the key keeps none (Cluster).
