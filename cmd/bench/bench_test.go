@@ -46,7 +46,7 @@ func TestSmoke(t *testing.T) {
 	mdPath := filepath.Join(t.TempDir(), "out.md")
 	var stdout, stderr bytes.Buffer
 	args := []string{
-		"-n", "200", "-rounds", "2", "-enqueue-n", "50", "-memory-n", "50", "-memory-keys", "2000",
+		"-n", "200", "-rounds", "2", "-enqueue-n", "50", "-memory-n", "50", "-memory-keys", "20000",
 		"-conc", "10", "-two-conc", "10", "-goroutines", "1,8", "-dup-goroutines", "1",
 		"-io-wait", "10ms", // long enough that a handler not waiting shows
 
@@ -155,7 +155,7 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("memory: %+v", rep.Memory)
 	}
 	// The full record and the compact mark, measured apart; the mark smaller.
-	if r := rep.Remembered; r == nil || r.Keys != 2000 || r.FullBytes <= float64(len(memResult)) ||
+	if r := rep.Remembered; r == nil || r.Keys != 20000 || r.FullBytes <= float64(len(memResult)) ||
 		r.CompactBytes <= 0 || r.CompactBytes >= r.FullBytes || r.Compact30dBytes <= 0 || !r.Listpack {
 		t.Errorf("remembered: %+v", rep.Remembered)
 	}

@@ -83,6 +83,9 @@ func (b *bench) remembered(ctx context.Context, n int) (RememberedResult, error)
 	return res, nil
 }
 
+// writers is how many goroutines remember keys at once.
+const writers = 64
+
 // rememberKeys empties rdb's server, then claims and completes n keys with
 // a done TTL of done, results kept for keep, waits for the records to
 // expire where keep is short, and returns used_memory's growth per key and
@@ -105,10 +108,17 @@ func rememberKeys(ctx context.Context, rdb *redis.Client, n int, done, keep time
 		}
 		return store.Complete(ctx, c.Hold, []byte(memResult), 0)
 	}
-	// Load the scripts, then start from an empty keyspace.
+	// Load the scripts and open the pool's connections (each costs Redis
+	// some kilobytes: opened during the measure, they would count as the
+	// keys'), then start from an empty keyspace.
 	if err := one(-1); err != nil {
 		return 0, false, err
 	}
+	var warm sync.WaitGroup
+	for range writers {
+		warm.Go(func() { rdb.Ping(ctx) })
+	}
+	warm.Wait()
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		return 0, false, err
 	}
@@ -119,7 +129,7 @@ func rememberKeys(ctx context.Context, rdb *redis.Client, n int, done, keep time
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
 	next := make(chan int, 1024)
-	for range 64 {
+	for range writers {
 		wg.Go(func() {
 			for i := range next {
 				if err := one(i); err != nil {
@@ -155,7 +165,7 @@ func rememberKeys(ctx context.Context, rdb *redis.Client, n int, done, keep time
 				break
 			}
 		}
-		if m, _ := rdb.Keys(ctx, "onceq:{"+ns+"/*").Result(); len(m) > 0 {
+		if m, _ := rdb.Keys(ctx, "onceq:{*}:"+ns+"/*:rec").Result(); len(m) > 0 {
 			return 0, false, fmt.Errorf("%d records left after their result TTL", len(m))
 		}
 		c, err := store.Claim(ctx, key(0), fp(0), time.Minute, "")
