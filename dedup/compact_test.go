@@ -3,6 +3,8 @@ package dedup_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -247,4 +249,94 @@ func TestCompactThroughServer(t *testing.T) {
 		t.Fatalf("after the reset: %+v %v; want enqueued as incarnation 2", out, err)
 	}
 	waitFor(t, func() bool { return ran("a") == 2 })
+}
+
+// Marks cost the task path little: a task the guard checked a moment ago
+// reaches its handler without its key's marks being read again (no
+// registry HGETALL in the dequeue), and a completion writes its mark with
+// a bucket HSET and a PEXPIRE NX, touching the registry only when a bucket
+// opens (PTTL once per bucket, not per task); the completion of a key
+// without a history does not look for one.
+func TestMarksCostOnTaskPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srvRedis := redistest.Start(t)
+	rdb := srvRedis.Client(t)
+	store, err := dedup.NewRedisStore(rdb, storage.Options{}) // marks after 1h of a 24h done TTL
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := dedup.Define(dedup.Spec[memo]{Type: "cost:memo", ID: func(m memo) string { return m.ID }})
+	catalog, err := dedup.NewCatalog(kind.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer, err := dedup.NewProducer(rdb, store, dedup.ProducerOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran sync.WaitGroup
+	mux := asynq.NewServeMux()
+	mux.Handle(kind.Type, dedup.Handle(kind, func(context.Context, memo) (string, error) { ran.Done(); return "ok", nil }))
+	srv, err := dedup.NewServer(rdb, store, asynq.Config{Concurrency: 4, LogLevel: asynq.WarnLevel}, dedup.MiddlewareOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(from, n int) {
+		ran.Add(n)
+		for i := from; i < from+n; i++ {
+			if out, err := producer.Enqueue(ctx, kind.Job(memo{ID: fmt.Sprint(i), Text: "hi"})); err != nil || out.Decision != dedup.Enqueued {
+				t.Fatalf("enqueue %d: %+v %v", i, out, err)
+			}
+		}
+	}
+	start := func(srv *dedup.Server) (stop func()) {
+		if err := srv.Start(mux); err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		stop = func() { once.Do(func() { _ = srv.Shutdown(context.Background()) }) }
+		t.Cleanup(stop)
+		return stop
+	}
+	stop := start(srv)
+	run(0, 50) // the registries and buckets exist from here
+	ran.Wait()
+	stop()
+	srv, err = dedup.NewServer(rdb, store, asynq.Config{Concurrency: 4, LogLevel: asynq.WarnLevel}, dedup.MiddlewareOptions{Catalog: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	run(50, n)
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop = start(srv)
+	ran.Wait()
+	stop() // its completions acknowledged
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := func(cmd string) int {
+		_, rest, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			return 0
+		}
+		c, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		return c
+	}
+	if c := calls("hgetall"); c != 0 {
+		t.Errorf("%d HGETALL for %d fresh tasks, want 0: the dequeue read marks the guard had just checked", c, n)
+	}
+	if c := calls("pexpire"); c < n || c > n+n/10 {
+		t.Errorf("%d PEXPIRE for %d completions, want about one each (the bucket's NX)", c, n)
+	}
+	if c := calls("get"); c > 2*n+n/10 {
+		t.Errorf("%d GET for %d tasks, want two each (asynq's count, the record): the completion looked for a history the producer never started", c, n)
+	}
+	if c := calls("pttl"); c > n/10 {
+		t.Errorf("%d PTTL for %d completions, want a few: the registry is touched per bucket, not per mark", c, n)
+	}
 }

@@ -62,6 +62,7 @@ type joinedClaim struct {
 	hold     storage.Hold // acquired; Key still empty
 	old      string       // not acquired: the record found
 	at       time.Time
+	noHist   bool // acquired, and the producer started no history for the key
 }
 
 // held is the hold an acquired claim gives, its key read back from the
@@ -74,6 +75,25 @@ func (c joinedClaim) held() (storage.Hold, bool) {
 	h := c.hold
 	h.Key = k
 	return h, true
+}
+
+// clockSkew is how far apart the producers' and workers' clocks may be
+// for the dequeue's mark shortcut (markFresh).
+const clockSkew = time.Minute
+
+// markFresh is how long after the producer's guard checked a key's compact
+// marks the joined dequeue need not read them again: a mark stands without
+// its record only once a completion's result TTL has passed, the shortest
+// of this worker's (its store's, or a type's own), less clockSkew. It
+// assumes the workers of a queue share their result TTLs.
+func markFresh(store time.Duration, types map[string]typeOptions) time.Duration {
+	shortest := store
+	for _, o := range types {
+		if o.ResultTTL > 0 {
+			shortest = min(shortest, o.ResultTTL)
+		}
+	}
+	return max(shortest-clockSkew, 0)
 }
 
 type parked struct {
@@ -96,7 +116,8 @@ func joining(rdb redis.UniversalClient, store storage.Store, m *Middleware) redi
 	_, cluster := rdb.(*redis.ClusterClient)
 	j := &joiner{cluster: cluster, m: m, store: s, dequeues: true, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	j.claim = asynqwire.Claim{OwnerPrefix: bootOwner + "/", TTL: m.opts.Lease + s.opts.FailedTTL, Grace: s.opts.FailedTTL}
+	j.claim = asynqwire.Claim{OwnerPrefix: bootOwner + "/", TTL: m.opts.Lease + s.opts.FailedTTL, Grace: s.opts.FailedTTL,
+		Fresh: markFresh(s.opts.ResultTTL, m.types)}
 	m.join = j
 	go j.sweep()
 	return joiningClient{UniversalClient: rdb, j: j}
@@ -155,6 +176,7 @@ func (j *joiner) dequeue(ctx context.Context, queue, sha string, keys []string, 
 		jc := joinedClaim{rec: d.Record, at: c.Now, acquired: d.Claimed}
 		if d.Claimed {
 			jc.fp, jc.hold = d.Found, storage.Hold{Token: c.Token, Owner: bootOwner + "/" + strings.ReplaceAll(d.ID, "|", "_")}
+			jc.noHist = d.History == ""
 		} else {
 			jc.old = d.Found
 		}
@@ -196,6 +218,11 @@ func (j *joiner) claimed(ctx context.Context, k Key, fp string) (storage.Claim, 
 		return storage.Claim{}, false
 	}
 	if c.acquired {
+		if c.noHist {
+			j.m.mu.Lock()
+			j.m.noHist[h] = struct{}{}
+			j.m.mu.Unlock()
+		}
 		cl := storage.Claim{Outcome: Acquired, Hold: h, Attempt: 1, LeaseUntil: c.at.Add(j.m.opts.Lease)}
 		j.store.report(ctx, k, cl)
 		return cl, true
@@ -257,7 +284,14 @@ func (j *joiner) ack(ctx context.Context, sha string, p *parked, keys []string, 
 		j.record(p, err)
 		return j.store.rdb.EvalSha(ctx, sha, keys, args...)
 	}
-	c.Entry = workerEntry(p.ctx, p.h.Key, outcomeCompleted, "")
+	j.m.mu.Lock()
+	_, noHist := j.m.noHist[p.h]
+	j.m.mu.Unlock()
+	if noHist {
+		c.History = noneKey(p.h.Key)
+	} else {
+		c.Entry = workerEntry(p.ctx, p.h.Key, outcomeCompleted, "")
+	}
 	n, v, err := j.acks.Run(ctx, j.store.rdb, sha, keys, args, c)
 	if err != nil {
 		// Redis trouble: asynq retries its acknowledgement alone; the

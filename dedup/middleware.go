@@ -96,9 +96,12 @@ type Middleware struct {
 	keys      map[Key]int           // claims being made or held by this process, per key
 	finishing map[storage.Hold]bool // handler done, its run records the end: Shutdown leaves it
 	cut       map[storage.Hold]bool // released by Shutdown: the run records nothing more
-	join      *joiner               // a Server's: claims and completions ride asynq's scripts (join.go); nil: none
-	stop      chan struct{}
-	done      chan struct{}
+	// noHist: holds the joined dequeue took for a key whose producer
+	// started no history, so their completion does not look for one.
+	noHist map[storage.Hold]struct{}
+	join   *joiner // a Server's: claims and completions ride asynq's scripts (join.go); nil: none
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // NewMiddleware starts the heartbeat loop; call Shutdown after the asynq
@@ -132,7 +135,7 @@ func NewMiddleware(store storage.Store, opts MiddlewareOptions) (*Middleware, er
 		}
 	}
 	m := &Middleware{store: store, opts: opts, types: types, active: map[storage.Hold]context.CancelCauseFunc{},
-		keys: map[Key]int{}, finishing: map[storage.Hold]bool{}, cut: map[storage.Hold]bool{},
+		keys: map[Key]int{}, finishing: map[storage.Hold]bool{}, cut: map[storage.Hold]bool{}, noHist: map[storage.Hold]struct{}{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go m.heartbeat()
 	return m, nil
@@ -371,6 +374,7 @@ func (m *Middleware) track(h storage.Hold, cancel context.CancelCauseFunc) {
 
 func (m *Middleware) untrack(h storage.Hold) {
 	m.mu.Lock()
+	delete(m.noHist, h)
 	if _, ok := m.active[h]; ok {
 		delete(m.active, h)
 		delete(m.finishing, h)

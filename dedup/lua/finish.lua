@@ -19,15 +19,17 @@ local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
--- Keep token, owner, attempts, first seen and fingerprint; replace the
--- updated stamp and the grace with the new stamp and tail.
-local head = string.match(v, '^r(|.*|)[^|]*|[^|]*$')
+-- Keep token, owner (the holder's prefix), attempts, first seen and
+-- fingerprint; replace the updated stamp and the grace with the new stamp
+-- and tail. One anchored match after the prefix: a pattern that scans the
+-- record from its end costs more than the rest of this script.
+local kept, fp = string.match(v, '^([^|]*|[^|]*|([^|]*)|)', #ARGV[1] + 1)
 local ttl = ARGV[5]
 if ARGV[2] == 'd' and onceq_marks(KEYS[3]) then
   ttl = ARGV[8]
-  onceq_mark_put(KEYS[3], ARGV[7], string.match(v, '^%a|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|') or '', ARGV[3], ARGV[5])
+  onceq_mark().put(KEYS[3], ARGV[7], fp, ARGV[3], ARGV[5])
 end
-redis.call('SET', KEYS[1], ARGV[2] .. head .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
+redis.call('SET', KEYS[1], ARGV[2] .. string.sub(ARGV[1], 2) .. kept .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
 if KEYS[2] then
   onceq_history(KEYS[2], ARGV[6], ARGV[5], ARGV[2] == 'd' and 'done' or 'max', true)
 end

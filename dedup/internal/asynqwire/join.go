@@ -36,6 +36,9 @@ type Claim struct {
 	TTL, Grace time.Duration
 	// Head starts the history entry of a claim (internal/history.Head).
 	Head string
+	// Fresh: a task the producer's guard checked less than Fresh ago has
+	// its key's compact marks left unread (lua/dequeue.lua ARGV[9]).
+	Fresh time.Duration
 }
 
 // Dequeued is a task the joined dequeue popped.
@@ -48,6 +51,9 @@ type Dequeued struct {
 	// job's fingerprint, else the record as found.
 	Claimed bool
 	Found   string
+	// History is the key's history when Claimed: "" when its producer
+	// started none.
+	History string
 	// Plain is set when the script could not run here (an older Redis):
 	// Msg is asynq's own dequeue's reply.
 	Plain bool
@@ -57,7 +63,7 @@ type Dequeued struct {
 // error is redis.Nil when the queue is empty, as asynq's.
 func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []string, args []any, c Claim) (Dequeued, error) {
 	v, err := dequeues[sha].Run(ctx, rdb, keys, args[0], args[1], c.OwnerPrefix, c.Token, c.Now.UnixMilli(),
-		c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head).Result()
+		c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head, c.Fresh.Milliseconds()).Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
 		// This Redis cannot run the joined script: asynq's own, once.
@@ -71,12 +77,18 @@ func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []
 	case string:
 		return Dequeued{Msg: r}, nil // not a guarded task
 	case []any:
-		if len(r) != 5 {
+		if len(r) != 5 && len(r) != 6 {
 			break
 		}
-		str := func(i int) string { s, _ := r[i].(string); return s }
+		str := func(i int) string {
+			if i >= len(r) {
+				return ""
+			}
+			s, _ := r[i].(string)
+			return s
+		}
 		flag, _ := r[2].(int64)
-		return Dequeued{Msg: str(0), ID: str(1), Claimed: flag == 1, Record: str(3), Found: str(4)}, nil
+		return Dequeued{Msg: str(0), ID: str(1), Claimed: flag == 1, Record: str(3), Found: str(4), History: str(5)}, nil
 	}
 	return Dequeued{}, fmt.Errorf("dedup: joined dequeue replied %v", v)
 }

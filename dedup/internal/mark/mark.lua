@@ -2,7 +2,8 @@
 -- expired (the result TTL), the mark still refuses a repeat until the done
 -- TTL ends, and still tells a duplicate from a conflict.
 -- reg -> the registry, onceq:{<home>}:mark:<ns>/ (dedup/keys.go markKey): a
---        hash, done TTL in ms -> the latest expiry of a mark under it (ms)
+--        hash, done TTL in ms -> the end of the latest bucket holding a
+--        mark under it (ms), which every mark under it ends before
 -- id  -> the key's mark id (keys.go markID): 4 hex digits of its sub-hash,
 --        then its 12-byte digest, the mark's field
 -- A mark is a field of the hash <reg><sub>:<done TTL ms>:<bucket>, the bucket
@@ -20,112 +21,129 @@ local function onceq_marks(reg)
   return reg and reg ~= '' and string.sub(reg, -1) ~= '}'
 end
 
--- 4 bytes big-endian, by hand: miniredis (the embedded default) has no
--- struct library.
-local function onceq_u32(n)
-  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
-end
-
-local function onceq_u32at(s, i)
-  local a, b, c, d = string.byte(s, i, i + 3)
-  return ((a * 256 + b) * 256 + c) * 256 + d
-end
-
-local function onceq_fpd(fp)
-  if fp == '' then
-    return MARK_NONE
+-- onceq_mark() returns the functions below (put, get, del), made on its
+-- first call in a run: a closure costs at every run of a script that
+-- defines it, and most runs read or write no mark.
+local onceq_mark_fns
+local function onceq_mark()
+  if onceq_mark_fns then
+    return onceq_mark_fns
   end
-  return onceq_u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
-end
-
-local function onceq_mark_bucket(reg, id, d, b)
-  return reg .. string.sub(id, 1, 4) .. ':' .. string.format('%.0f', d) .. ':' .. string.format('%.0f', b)
-end
-
--- onceq_mark_put(reg, id, fp, at, dur): the key is remembered by its mark
--- until at + dur (ms).
-local function onceq_mark_put(reg, id, fp, at, dur)
-  -- New locals, not the parameters reassigned: gopher-lua (miniredis)
-  -- loses a parameter reassigned in a multiple assignment.
-  local d = tonumber(dur)
-  local now = tonumber(at)
-  local g = math.ceil(d / 2)
-  local e = now + d
-  local b = math.floor(e / g)
-  local key = onceq_mark_bucket(reg, id, d, b)
-  redis.call('HSET', key, string.sub(id, 5), onceq_fpd(fp) .. onceq_u32(e - b * g))
-  local ttl = (b + 1) * g - now
-  if redis.call('PTTL', key) < ttl then
-    redis.call('PEXPIRE', key, ttl)
+  -- 4 bytes big-endian: by the struct library where Redis has it, by hand
+  -- on miniredis (the embedded default), which has none. The same bytes.
+  local pack = rawget(_G, 'struct')
+  local u32
+  if pack then
+    pack = pack.pack
+    u32 = function(n) return pack('>I4', n) end
+  else
+    u32 = function(n)
+      return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+    end
   end
-  local f = string.format('%.0f', d)
-  if tonumber(redis.call('HGET', reg, f) or '0') < e then
-    redis.call('HSET', reg, f, string.format('%.0f', e))
-  end
-  if redis.call('PTTL', reg) < d then
-    redis.call('PEXPIRE', reg, d)
-  end
-end
 
--- onceq_mark_each(reg, id, now, fn): fn(bucket key, field, d, g, b) for
--- every bucket that may hold a live mark of the key; a true return stops.
-local function onceq_mark_each(reg, id, now, fn)
-  local ds = redis.call('HGETALL', reg)
-  local field = string.sub(id, 5)
-  for i = 1, #ds, 2 do
-    if tonumber(ds[i + 1]) > now then
-      local d = tonumber(ds[i])
-      local g = math.ceil(d / 2)
-      local b0 = math.floor(now / g)
-      for b = b0, b0 + 2 do
-        if fn(onceq_mark_bucket(reg, id, d, b), field, d, g, b) then
-          return
+  local function u32at(s, i)
+    local a, b, c, d = string.byte(s, i, i + 3)
+    return ((a * 256 + b) * 256 + c) * 256 + d
+  end
+
+  local function fpd(fp)
+    if fp == '' then
+      return MARK_NONE
+    end
+    return u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
+  end
+
+  -- put(reg, id, fp, at, dur): the key is remembered by its mark until at
+  -- + dur (ms; dur as the caller's decimal string, the registry's field).
+  -- A bucket's first mark sets its expiry (NX) and names it in the
+  -- registry; the others are two calls, HSET and PEXPIRE.
+  local function put(reg, id, fp, at, dur)
+    -- New locals, not the parameters reassigned: gopher-lua (miniredis)
+    -- loses a parameter reassigned in a multiple assignment.
+    local d = tonumber(dur)
+    local now = tonumber(at)
+    local g = math.ceil(d / 2)
+    local e = now + d
+    local b = math.floor(e / g)
+    local key = reg .. string.sub(id, 1, 4) .. ':' .. dur .. ':' .. string.format('%d', b)
+    local ends = (b + 1) * g
+    redis.call('HSET', key, string.sub(id, 5), fpd(fp) .. u32(e - b * g))
+    if redis.call('PEXPIRE', key, ends - now, 'NX') == 0 then
+      return -- not the bucket's first mark: the registry names it
+    end
+    if tonumber(redis.call('HGET', reg, dur) or '0') < ends then
+      redis.call('HSET', reg, dur, string.format('%d', ends))
+      if redis.call('PTTL', reg) < ends - now then
+        redis.call('PEXPIRE', reg, ends - now)
+      end
+    end
+  end
+
+  -- each(reg, id, now, fn): fn(bucket key, field, d, g, b) for every bucket
+  -- that may hold a live mark of the key; a true return stops.
+  local function each(reg, id, now, fn)
+    local ds = redis.call('HGETALL', reg)
+    local field = string.sub(id, 5)
+    for i = 1, #ds, 2 do
+      if tonumber(ds[i + 1]) > now then
+        local d = tonumber(ds[i])
+        local g = math.ceil(d / 2)
+        local b0 = math.floor(now / g)
+        local prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
+        for b = b0, b0 + 2 do
+          if fn(prefix .. string.format('%d', b), field, d, g, b) then
+            return
+          end
         end
       end
     end
   end
-end
 
--- onceq_mark_get(reg, id, fp, at): nil when the key has no live mark (or
--- reg is nil or ""), else whether fp is the marked content (either "" counts as
--- the same), when the job was done and when the mark ends (ms).
-local function onceq_mark_get(reg, id, fp, at)
-  if not onceq_marks(reg) then
-    return nil
+  -- get(reg, id, fp, at): nil when the key has no live mark (or reg names
+  -- none), else whether fp is the marked content (either "" counts as the
+  -- same), when the job was done and when the mark ends (ms).
+  local function get(reg, id, fp, at)
+    if not onceq_marks(reg) then
+      return nil
+    end
+    local now = tonumber(at)
+    local same, done, ends
+    each(reg, id, now, function(key, field, d, g, b)
+      local v = redis.call('HGET', key, field)
+      if not v then
+        return false
+      end
+      local e = b * g + u32at(v, 5)
+      if e <= now then
+        return false
+      end
+      local s = string.sub(v, 1, 4)
+      same, done, ends = s == MARK_NONE or fp == '' or s == fpd(fp), e - d, e
+      return true
+    end)
+    return same, done, ends
   end
-  local now = tonumber(at)
-  local same, at, ends
-  onceq_mark_each(reg, id, now, function(key, field, d, g, b)
-    local v = redis.call('HGET', key, field)
-    if not v then
-      return false
-    end
-    local e = b * g + onceq_u32at(v, 5)
-    if e <= now then
-      return false
-    end
-    local s = string.sub(v, 1, 4)
-    same, at, ends = s == MARK_NONE or fp == '' or s == onceq_fpd(fp), e - d, e
-    return true
-  end)
-  return same, at, ends
-end
 
--- onceq_mark_del(reg, id, now): the key's marks go; returns how many.
-local function onceq_mark_del(reg, id, now)
-  if not onceq_marks(reg) then
-    return 0
+  -- del(reg, id, now): the key's marks go; returns how many.
+  local function del(reg, id, now)
+    if not onceq_marks(reg) then
+      return 0
+    end
+    local n = 0
+    each(reg, id, tonumber(now), function(key, field)
+      n = n + redis.call('HDEL', key, field)
+      return false
+    end)
+    return n
   end
-  local n = 0
-  onceq_mark_each(reg, id, tonumber(now), function(key, field)
-    n = n + redis.call('HDEL', key, field)
-    return false
-  end)
-  return n
+
+  onceq_mark_fns = {put = put, get = get, del = del}
+  return onceq_mark_fns
 end
 
 -- onceq_mark_word(same, at): the mark as a script answers it in place of a
 -- record (dedup/record.go reads it): "m|<1 same, 0 other>|<done at ms>".
 local function onceq_mark_word(same, at)
-  return 'm|' .. (same and '1' or '0') .. '|' .. string.format('%.0f', at)
+  return 'm|' .. (same and '1' or '0') .. '|' .. string.format('%d', at)
 end

@@ -14,18 +14,24 @@
 -- ARGV[8] -> the head of the history entry of a claim (internal/history
 --            Head: now, "worker", ""), ended here with "a|<incarnation>|"
 --            (a: acquired, history.Codes)
+-- ARGV[9] -> how long after the guard checked the key's marks they are
+--            read again, in ms: the shortest result TTL a completion of
+--            this worker keeps a done record for, less clock skew. Sooner,
+--            a mark cannot stand without its record: a completion after
+--            the guard's check left a record that still lives.
 -- The task's hash carries onceq_rec (its record's key), onceq_fp (its
 -- fingerprint), onceq_hist (its key's history) and onceq_inc (its
 -- incarnation, when not the first) when onceq's producer guard enqueued it
--- outside Cluster, and onceq_mark (the key's mark id, then its mark
--- registry: internal/mark) where the key may keep a compact mark: an absent
--- record with a live mark is not claimed. A claim is appended to the
--- history in this step.
+-- outside Cluster, and onceq_mark ("<guard's now ms>|", the key's mark id,
+-- then its mark registry: internal/mark) where the key may keep a compact
+-- mark: an absent record with a live mark is not claimed. A claim is
+-- appended to the history in this step.
 -- Returns: nil (no task, or its hash has no message, as asynq's), asynq's
 -- message alone (nothing claimed: not a guarded task), or {message, task
--- id, 1, record key, fingerprint}: the
--- record was absent and is now running, held by owner prefix .. task id
--- ('|' as '_'), or {message, task id, 0, record key, record}: it exists, and
+-- id, 1, record key, fingerprint, history}: the record was absent and is
+-- now running, held by owner prefix .. task id ('|' as '_'), its key's
+-- history onceq_hist ("": none, so the completion need not look for one);
+-- or {message, task id, 0, record key, record}: it exists, and
 -- the middleware decides from it (a done record, or the mark's word,
 -- onceq_mark_word, of a key its compact mark alone remembers) or makes its
 -- own claim (a running or failed one).
@@ -49,10 +55,15 @@ if string.find(id, '|', 1, true) then
   owner = string.gsub(id, '|', '_')
 end
 local fp = t[3] or ''
-if t[6] and redis.call('EXISTS', t[2]) == 0 then
-  local same, at = onceq_mark_get(string.sub(t[6], 17), string.sub(t[6], 1, 16), fp, ARGV[5])
-  if same ~= nil then
-    return {t[1], id, 0, t[2], onceq_mark_word(same, at)}
+if t[6] then
+  local checked, m = string.match(t[6], '^(%d+)|(.*)$')
+  if (not checked or tonumber(ARGV[5]) - tonumber(checked) >= tonumber(ARGV[9])) and
+      redis.call('EXISTS', t[2]) == 0 then
+    m = m or t[6]
+    local same, at = onceq_mark().get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
+    if same ~= nil then
+      return {t[1], id, 0, t[2], onceq_mark_word(same, at)}
+    end
   end
 end
 local old = redis.call('SET', t[2],
@@ -62,6 +73,6 @@ if not old then
   if t[4] then
     onceq_history(t[4], ARGV[8] .. 'a|' .. (t[5] or '1') .. '|', ARGV[6], 'max', true)
   end
-  return {t[1], id, 1, t[2], fp}
+  return {t[1], id, 1, t[2], fp, t[4] or ''}
 end
 return {t[1], id, 0, t[2], old}

@@ -17,8 +17,9 @@
 -- KEYS[11] -> onceq:{<home>}:mark:<ns>/, the key's compact mark registry
 --            (internal/mark; with KEYS[7]; "": the key keeps none): with
 --            no record, a live mark refuses the insert as a done record
---            does, and the task's hash keeps it as onceq_mark (mark id,
---            then the registry) for the joined dequeue
+--            does, and the task's hash keeps it as onceq_mark ("<now ms>|",
+--            the mark id, then the registry) for the joined dequeue, which
+--            reads marks only for a task checked here long enough ago
 -- ARGV[4] -> the task id
 -- ARGV[5] -> the asynq states an existing task may be replaced from, comma
 --            delimited on both ends (",archived," or ",pending,scheduled,"); "" none.
@@ -120,7 +121,7 @@ if KEYS[7] then
     return refuse()
   end
   if type(rec) ~= 'string' then
-    local same, at = onceq_mark_get(KEYS[11], ARGV[12], ARGV[6], ARGV[13])
+    local same, at = onceq_mark().get(KEYS[11], ARGV[12], ARGV[6], ARGV[13])
     if same ~= nil then
       rec = onceq_mark_word(same, at)
       return refuse()
@@ -167,16 +168,21 @@ if n == 0 then
   return refuse()
 end
 if KEYS[7] then
-  redis.call('HSET', KEYS[1], 'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6])
+  -- One HSET for all of onceq's fields: each redis.call costs microseconds.
+  local f = {'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6]}
   if onceq_keeps(KEYS[8]) then
-    redis.call('HSET', KEYS[1], 'onceq_hist', KEYS[8])
+    f[#f + 1] = 'onceq_hist'
+    f[#f + 1] = KEYS[8]
   end
   if ARGV[11] ~= '1' then
-    redis.call('HSET', KEYS[1], 'onceq_inc', ARGV[11])
+    f[#f + 1] = 'onceq_inc'
+    f[#f + 1] = ARGV[11]
   end
   if onceq_marks(KEYS[11]) then
-    redis.call('HSET', KEYS[1], 'onceq_mark', ARGV[12] .. KEYS[11])
+    f[#f + 1] = 'onceq_mark'
+    f[#f + 1] = ARGV[13] .. '|' .. ARGV[12] .. KEYS[11]
   end
+  redis.call('HSET', KEYS[1], unpack(f))
   if inc > 0 then
     redis.call('DEL', KEYS[9])
   end
