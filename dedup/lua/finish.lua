@@ -27,7 +27,7 @@ local kept, fp = string.match(v, '^([^|]*|[^|]*|([^|]*)|)', #ARGV[1] + 1)
 local ttl = ARGV[5]
 if ARGV[2] == 'd' and onceq_marks(KEYS[3]) then
   ttl = ARGV[8]
-  onceq_mark().put(KEYS[3], ARGV[7], fp, ARGV[3], ARGV[5])
+  onceq_mark_put(KEYS[3], ARGV[7], fp, ARGV[3], ARGV[5])
 end
 redis.call('SET', KEYS[1], ARGV[2] .. string.sub(ARGV[1], 2) .. kept .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
 if KEYS[2] then

@@ -13,7 +13,7 @@ import (
 //go:embed mark.lua
 var lua string
 
-// Lua defines onceq_mark_put, onceq_mark_get, onceq_mark_del and
+// Lua defines onceq_marks, onceq_mark_put, onceq_mark() (get and del) and
 // onceq_mark_word (mark.lua), to go first in every script that uses marks.
 var Lua = lua
 

@@ -21,63 +21,66 @@ local function onceq_marks(reg)
   return reg and reg ~= '' and string.sub(reg, -1) ~= '}'
 end
 
--- onceq_mark() returns the functions below (put, get, del), made on its
--- first call in a run: a closure costs at every run of a script that
--- defines it, and most runs read or write no mark.
+-- onceq_pack(a, b): two numbers as 4 bytes each, big-endian, by the
+-- struct library where Redis has it, by hand on miniredis (the embedded
+-- default), which has none: the same 8 bytes.
+local function onceq_pack(a, b)
+  local st = rawget(_G, 'struct')
+  if st then
+    return st.pack('>I4I4', a, b)
+  end
+  local function u32(n)
+    return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+  end
+  return u32(a) .. u32(b)
+end
+
+-- onceq_fpn(fp): the fingerprint's digest as a number (0 for none).
+local function onceq_fpn(fp)
+  if fp == '' then
+    return 0
+  end
+  return tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16)
+end
+
+-- onceq_mark_put(reg, id, fp, at, dur): the key is remembered by its mark
+-- until at + dur (ms; dur as the caller's decimal string, the registry's
+-- field). A bucket's first mark sets its expiry (NX) and names it in the
+-- registry; the others are two calls, HSET and PEXPIRE. Every completion
+-- runs this, so it stands apart from onceq_mark's functions.
+local function onceq_mark_put(reg, id, fp, at, dur)
+  -- New locals, not the parameters reassigned: gopher-lua (miniredis)
+  -- loses a parameter reassigned in a multiple assignment.
+  local d = tonumber(dur)
+  local now = tonumber(at)
+  local g = math.ceil(d / 2)
+  local e = now + d
+  local b = math.floor(e / g)
+  local key = reg .. string.sub(id, 1, 4) .. ':' .. dur .. ':' .. string.format('%d', b)
+  local ends = (b + 1) * g
+  redis.call('HSET', key, string.sub(id, 5), onceq_pack(onceq_fpn(fp), e - b * g))
+  if redis.call('PEXPIRE', key, ends - now, 'NX') == 0 then
+    return -- not the bucket's first mark: the registry names it
+  end
+  if tonumber(redis.call('HGET', reg, dur) or '0') < ends then
+    redis.call('HSET', reg, dur, string.format('%d', ends))
+    if redis.call('PTTL', reg) < ends - now then
+      redis.call('PEXPIRE', reg, ends - now)
+    end
+  end
+end
+
+-- onceq_mark() returns the functions below (get, del), made on its first
+-- call in a run: a closure costs at every run of a script that defines
+-- it, and most runs read no mark.
 local onceq_mark_fns
 local function onceq_mark()
   if onceq_mark_fns then
     return onceq_mark_fns
   end
-  -- 4 bytes big-endian: by the struct library where Redis has it, by hand
-  -- on miniredis (the embedded default), which has none. The same bytes.
-  local pack = rawget(_G, 'struct')
-  local u32
-  if pack then
-    pack = pack.pack
-    u32 = function(n) return pack('>I4', n) end
-  else
-    u32 = function(n)
-      return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
-    end
-  end
-
   local function u32at(s, i)
     local a, b, c, d = string.byte(s, i, i + 3)
     return ((a * 256 + b) * 256 + c) * 256 + d
-  end
-
-  local function fpd(fp)
-    if fp == '' then
-      return MARK_NONE
-    end
-    return u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
-  end
-
-  -- put(reg, id, fp, at, dur): the key is remembered by its mark until at
-  -- + dur (ms; dur as the caller's decimal string, the registry's field).
-  -- A bucket's first mark sets its expiry (NX) and names it in the
-  -- registry; the others are two calls, HSET and PEXPIRE.
-  local function put(reg, id, fp, at, dur)
-    -- New locals, not the parameters reassigned: gopher-lua (miniredis)
-    -- loses a parameter reassigned in a multiple assignment.
-    local d = tonumber(dur)
-    local now = tonumber(at)
-    local g = math.ceil(d / 2)
-    local e = now + d
-    local b = math.floor(e / g)
-    local key = reg .. string.sub(id, 1, 4) .. ':' .. dur .. ':' .. string.format('%d', b)
-    local ends = (b + 1) * g
-    redis.call('HSET', key, string.sub(id, 5), fpd(fp) .. u32(e - b * g))
-    if redis.call('PEXPIRE', key, ends - now, 'NX') == 0 then
-      return -- not the bucket's first mark: the registry names it
-    end
-    if tonumber(redis.call('HGET', reg, dur) or '0') < ends then
-      redis.call('HSET', reg, dur, string.format('%d', ends))
-      if redis.call('PTTL', reg) < ends - now then
-        redis.call('PEXPIRE', reg, ends - now)
-      end
-    end
   end
 
   -- each(reg, id, now, fn): fn(bucket key, field, d, g, b) for every bucket
@@ -119,7 +122,7 @@ local function onceq_mark()
         return false
       end
       local s = string.sub(v, 1, 4)
-      same, done, ends = s == MARK_NONE or fp == '' or s == fpd(fp), e - d, e
+      same, done, ends = s == MARK_NONE or fp == '' or s == string.sub(onceq_pack(onceq_fpn(fp), 0), 1, 4), e - d, e
       return true
     end)
     return same, done, ends
@@ -138,7 +141,7 @@ local function onceq_mark()
     return n
   end
 
-  onceq_mark_fns = {put = put, get = get, del = del}
+  onceq_mark_fns = {get = get, del = del}
   return onceq_mark_fns
 end
 
