@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -93,7 +94,24 @@ const markSubs = 1 << 14
 // 96 bits, so two keys' marks do not collide at any count Redis holds.
 func markID(k Key) string {
 	d := markDigest(k)
-	return fmt.Sprintf("%04x", markSub(d)) + string(d[:12])
+	var id [16]byte
+	sub := markSub(d)
+	for i := range 4 {
+		id[i] = "0123456789abcdef"[sub>>(12-4*i)&0xf]
+	}
+	copy(id[4:], d[:12])
+	return string(id[:])
+}
+
+// markFP is the digest of fingerprint fp in a compact mark: the first 4
+// bytes of its SHA-1, as internal/mark's onceq_fpd builds it in Lua, which
+// a completion that knows its fingerprint is spared.
+func markFP(fp string) string {
+	if fp == "" {
+		return "\x00\x00\x00\x00"
+	}
+	d := sha1.Sum([]byte(fp))
+	return string(d[:4])
 }
 
 // markTag is the Cluster hash tag of k's marks: its home, so that the

@@ -1,8 +1,14 @@
 package dedup
 
 import (
+	"context"
 	"fmt"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/mark"
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
 // The key layout is part of the data layout: these values never change.
@@ -49,6 +55,29 @@ func TestHomeSlots(t *testing.T) {
 	for h := range homes {
 		if n[h] < 900 || n[h] > 1100 {
 			t.Errorf("home %d holds %d of 16000 keys, want about 1000", h, n[h])
+		}
+	}
+}
+
+// A mark's id is 4 hex digits of its sub-hash and 12 bytes of the key's
+// digest, and the fingerprint digest the worker passes (markFP) is the one
+// internal/mark's Lua builds (onceq_fpd) on a real Redis, struct library and
+// all: a completion's mark must compare equal to what a lookup computes.
+func TestMarkDigests(t *testing.T) {
+	t.Parallel()
+	k := Key{Namespace: "email:send", ID: "welcome-1"}
+	d := markDigest(k)
+	if got, want := markID(k), fmt.Sprintf("%04x", markSub(d))+string(d[:12]); got != want {
+		t.Errorf("markID %q, want %q", got, want)
+	}
+	rdb := redistest.Client(t)
+	for _, fp := range []string{"", "fp-a", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"} {
+		lua, err := redis.NewScript(mark.Lua+"return onceq_fpd(ARGV[1])").Run(context.Background(), rdb, nil, fp).Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := markFP(fp); got != lua {
+			t.Errorf("markFP(%q) = %x, Lua's onceq_fpd %x", fp, got, lua)
 		}
 	}
 }

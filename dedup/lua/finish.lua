@@ -14,6 +14,8 @@
 -- ARGV[7] -> the key's mark id and
 -- ARGV[8] -> the result TTL in ms: a done record then lives this long and
 --            its compact mark to the done TTL. KEYS[3] absent or "": no mark.
+-- ARGV[9] -> the fingerprint's digest (internal/mark onceq_fpd), when the
+--            caller knows the fingerprint: "" or absent, read from the record
 -- Returns: 1 written, 0 when the hold is not current (lease lost: nothing written).
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
@@ -27,7 +29,11 @@ local kept, fp = string.match(v, '^([^|]*|[^|]*|([^|]*)|)', #ARGV[1] + 1)
 local ttl = ARGV[5]
 if ARGV[2] == 'd' and onceq_marks(KEYS[3]) then
   ttl = ARGV[8]
-  onceq_mark_put(KEYS[3], ARGV[7], fp, ARGV[3], ARGV[5])
+  local fpd = ARGV[9]
+  if not fpd or fpd == '' then
+    fpd = onceq_fpd(fp)
+  end
+  onceq_mark_put(KEYS[3], ARGV[7], fpd, ARGV[3], ARGV[5])
 end
 redis.call('SET', KEYS[1], ARGV[2] .. string.sub(ARGV[1], 2) .. kept .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
 if KEYS[2] then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,8 +63,12 @@ type Dequeued struct {
 // Dequeue runs the joined dequeue for asynq's call (sha, keys, args); its
 // error is redis.Nil when the queue is empty, as asynq's.
 func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []string, args []any, c Claim) (Dequeued, error) {
+	fresh := "9999999999999" // always read marks
+	if c.Fresh > 0 {
+		fresh = strconv.FormatInt(c.Now.Add(-c.Fresh).UnixMilli(), 10)
+	}
 	v, err := dequeues[sha].Run(ctx, rdb, keys, args[0], args[1], c.OwnerPrefix, c.Token, c.Now.UnixMilli(),
-		c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head, c.Fresh.Milliseconds()).Result()
+		c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head, fresh).Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
 		// This Redis cannot run the joined script: asynq's own, once.
@@ -111,7 +116,7 @@ type Acks map[string]*redis.Script
 // NewAcks builds the joined acknowledgements around finish, the library's
 // completion script (KEYS[1] the record, KEYS[2] the history, KEYS[3] the
 // mark registry; ARGV holder prefix, state, now ms, result, TTL ms,
-// history entry, mark id, result TTL ms).
+// history entry, mark id, result TTL ms, fingerprint digest).
 func NewAcks(finish string) Acks { return ackScripts(finish) }
 
 // Completion is the library's side of a joined acknowledgement.
@@ -126,6 +131,9 @@ type Completion struct {
 	// ResultTTL is TTL.
 	Marks, MarkID string
 	ResultTTL     time.Duration
+	// MarkFP is the digest of the run's fingerprint in its mark
+	// (internal/mark onceq_fpd); "": the script reads it from the record.
+	MarkFP string
 }
 
 // Run runs asynq's acknowledgement (sha, keys, args) of task id with the
@@ -143,7 +151,7 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, ke
 	}
 	v, err := a[sha].Run(ctx, rdb, append(keys[:len(keys):len(keys)], TaskKey(queue, id), c.Record, c.History, c.Marks),
 		append(args, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry,
-			c.MarkID, c.ResultTTL.Milliseconds())...).Result()
+			c.MarkID, c.ResultTTL.Milliseconds(), c.MarkFP)...).Result()
 	if err != nil {
 		return 0, nil, err
 	}

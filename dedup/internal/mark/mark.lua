@@ -21,34 +21,33 @@ local function onceq_marks(reg)
   return reg and reg ~= '' and string.sub(reg, -1) ~= '}'
 end
 
--- onceq_pack(a, b): two numbers as 4 bytes each, big-endian, by the
--- struct library where Redis has it, by hand on miniredis (the embedded
--- default), which has none: the same 8 bytes.
-local function onceq_pack(a, b)
+-- onceq_u32(n): n as 4 bytes, big-endian, by the struct library where
+-- Redis has it, by hand on miniredis (the embedded default), which has
+-- none: the same bytes.
+local function onceq_u32(n)
   local st = rawget(_G, 'struct')
   if st then
-    return st.pack('>I4I4', a, b)
+    return st.pack('>I4', n)
   end
-  local function u32(n)
-    return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
-  end
-  return u32(a) .. u32(b)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
 end
 
--- onceq_fpn(fp): the fingerprint's digest as a number (0 for none).
-local function onceq_fpn(fp)
+-- onceq_fpd(fp): the fingerprint's 4-byte digest, the first 4 bytes of its
+-- SHA-1 (dedup/keys.go markFP, which the worker's completion passes in its
+-- place); MARK_NONE for none.
+local function onceq_fpd(fp)
   if fp == '' then
-    return 0
+    return MARK_NONE
   end
-  return tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16)
+  return onceq_u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
 end
 
--- onceq_mark_put(reg, id, fp, at, dur): the key is remembered by its mark
--- until at + dur (ms; dur as the caller's decimal string, the registry's
--- field). A bucket's first mark sets its expiry (NX) and names it in the
+-- onceq_mark_put(reg, id, fpd, at, dur): the key, whose fingerprint's
+-- digest is fpd (onceq_fpd), is remembered by its mark until at + dur (ms;
+-- dur as the caller's decimal string, the registry's field). A bucket's first mark sets its expiry (NX) and names it in the
 -- registry; the others are two calls, HSET and PEXPIRE. Every completion
 -- runs this, so it stands apart from onceq_mark's functions.
-local function onceq_mark_put(reg, id, fp, at, dur)
+local function onceq_mark_put(reg, id, fpd, at, dur)
   -- New locals, not the parameters reassigned: gopher-lua (miniredis)
   -- loses a parameter reassigned in a multiple assignment.
   local d = tonumber(dur)
@@ -58,7 +57,7 @@ local function onceq_mark_put(reg, id, fp, at, dur)
   local b = math.floor(e / g)
   local key = reg .. string.sub(id, 1, 4) .. ':' .. dur .. ':' .. string.format('%d', b)
   local ends = (b + 1) * g
-  redis.call('HSET', key, string.sub(id, 5), onceq_pack(onceq_fpn(fp), e - b * g))
+  redis.call('HSET', key, string.sub(id, 5), fpd .. onceq_u32(e - b * g))
   if redis.call('PEXPIRE', key, ends - now, 'NX') == 0 then
     return -- not the bucket's first mark: the registry names it
   end
@@ -122,7 +121,7 @@ local function onceq_mark()
         return false
       end
       local s = string.sub(v, 1, 4)
-      same, done, ends = s == MARK_NONE or fp == '' or s == string.sub(onceq_pack(onceq_fpn(fp), 0), 1, 4), e - d, e
+      same, done, ends = s == MARK_NONE or fp == '' or s == onceq_fpd(fp), e - d, e
       return true
     end)
     return same, done, ends

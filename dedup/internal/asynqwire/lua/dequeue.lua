@@ -14,11 +14,12 @@
 -- ARGV[8] -> the head of the history entry of a claim (internal/history
 --            Head: now, "worker", ""), ended here with "a|<incarnation>|"
 --            (a: acquired, history.Codes)
--- ARGV[9] -> how long after the guard checked the key's marks they are
---            read again, in ms: the shortest result TTL a completion of
---            this worker keeps a done record for, less clock skew. Sooner,
---            a mark cannot stand without its record: a completion after
---            the guard's check left a record that still lives.
+-- ARGV[9] -> the earliest time (ms, 13 digits) the guard may have checked
+--            the key's marks for them to be left unread here: now less the
+--            shortest result TTL a completion of this worker keeps a done
+--            record for, less clock skew. Since then a mark cannot stand
+--            without its record: a completion after the guard's check left
+--            a record that still lives. "9999999999999": always read.
 -- The task's hash carries onceq_rec (its record's key), onceq_fp (its
 -- fingerprint), onceq_hist (its key's history) and onceq_inc (its
 -- incarnation, when not the first) when onceq's producer guard enqueued it
@@ -55,15 +56,12 @@ if string.find(id, '|', 1, true) then
   owner = string.gsub(id, '|', '_')
 end
 local fp = t[3] or ''
-if t[6] then
-  local checked, m = string.match(t[6], '^(%d+)|(.*)$')
-  if (not checked or tonumber(ARGV[5]) - tonumber(checked) >= tonumber(ARGV[9])) and
-      redis.call('EXISTS', t[2]) == 0 then
-    m = m or t[6]
-    local same, at = onceq_mark().get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
-    if same ~= nil then
-      return {t[1], id, 0, t[2], onceq_mark_word(same, at)}
-    end
+-- 13-digit ms stamps (2001 to 2286) compare as strings, with no tonumber.
+if t[6] and string.sub(t[6], 1, 13) < ARGV[9] and redis.call('EXISTS', t[2]) == 0 then
+  local m = string.sub(t[6], 15)
+  local same, at = onceq_mark().get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
+  if same ~= nil then
+    return {t[1], id, 0, t[2], onceq_mark_word(same, at)}
   end
 end
 local old = redis.call('SET', t[2],
