@@ -71,20 +71,25 @@ end
 
 -- onceq_mark() returns the functions below (get, del), made on its first
 -- call in a run: a closure costs at every run of a script that defines
--- it, and most runs read no mark.
+-- it, and most runs read no mark. They loop over the buckets inline, with
+-- no callback: a closure with upvalues per lookup cost as much as a call.
 local onceq_mark_fns
 local function onceq_mark()
   if onceq_mark_fns then
     return onceq_mark_fns
   end
-  local function u32at(s, i)
-    local a, b, c, d = string.byte(s, i, i + 3)
-    return ((a * 256 + b) * 256 + c) * 256 + d
-  end
+  local fns = {}
 
-  -- each(reg, id, now, fn): fn(bucket key, field, d, g, b) for every bucket
-  -- that may hold a live mark of the key; a true return stops.
-  local function each(reg, id, now, fn)
+  -- get(reg, id, fp, at): nil when the key has no live mark (or reg names
+  -- none), else whether fp is the marked content (either "" counts as the
+  -- same), when the job was done and when the mark ends (ms). A live mark
+  -- is in one of the 3 buckets from now's on, per done TTL the registry
+  -- names with a bucket ending after now.
+  function fns.get(reg, id, fp, at)
+    if not onceq_marks(reg) then
+      return nil
+    end
+    local now = tonumber(at)
     local ds = redis.call('HGETALL', reg)
     local field = string.sub(id, 5)
     for i = 1, #ds, 2 do
@@ -94,54 +99,45 @@ local function onceq_mark()
         local b0 = math.floor(now / g)
         local prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
         for b = b0, b0 + 2 do
-          if fn(prefix .. string.format('%d', b), field, d, g, b) then
-            return
+          local v = redis.call('HGET', prefix .. string.format('%d', b), field)
+          if v then
+            local x1, x2, x3, x4 = string.byte(v, 5, 8)
+            local e = b * g + ((x1 * 256 + x2) * 256 + x3) * 256 + x4
+            if e > now then
+              local s = string.sub(v, 1, 4)
+              return s == MARK_NONE or fp == '' or s == onceq_fpd(fp), e - d, e
+            end
           end
         end
       end
     end
-  end
-
-  -- get(reg, id, fp, at): nil when the key has no live mark (or reg names
-  -- none), else whether fp is the marked content (either "" counts as the
-  -- same), when the job was done and when the mark ends (ms).
-  local function get(reg, id, fp, at)
-    if not onceq_marks(reg) then
-      return nil
-    end
-    local now = tonumber(at)
-    local same, done, ends
-    each(reg, id, now, function(key, field, d, g, b)
-      local v = redis.call('HGET', key, field)
-      if not v then
-        return false
-      end
-      local e = b * g + u32at(v, 5)
-      if e <= now then
-        return false
-      end
-      local s = string.sub(v, 1, 4)
-      same, done, ends = s == MARK_NONE or fp == '' or s == onceq_fpd(fp), e - d, e
-      return true
-    end)
-    return same, done, ends
+    return nil
   end
 
   -- del(reg, id, now): the key's marks go; returns how many.
-  local function del(reg, id, now)
+  function fns.del(reg, id, at)
     if not onceq_marks(reg) then
       return 0
     end
+    local now = tonumber(at)
     local n = 0
-    each(reg, id, tonumber(now), function(key, field)
-      n = n + redis.call('HDEL', key, field)
-      return false
-    end)
+    local ds = redis.call('HGETALL', reg)
+    local field = string.sub(id, 5)
+    for i = 1, #ds, 2 do
+      if tonumber(ds[i + 1]) > now then
+        local g = math.ceil(tonumber(ds[i]) / 2)
+        local b0 = math.floor(now / g)
+        local prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
+        for b = b0, b0 + 2 do
+          n = n + redis.call('HDEL', prefix .. string.format('%d', b), field)
+        end
+      end
+    end
     return n
   end
 
-  onceq_mark_fns = {get = get, del = del}
-  return onceq_mark_fns
+  onceq_mark_fns = fns
+  return fns
 end
 
 -- onceq_mark_word(same, at): the mark as a script answers it in place of a
