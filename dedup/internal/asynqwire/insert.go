@@ -228,21 +228,36 @@ func scriptSHA(cmd redis.Cmder) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// scriptCall splits an EVAL or EVALSHA into its keys and arguments.
-func scriptCall(cmd redis.Cmder) (keys []string, args []any, ok bool) {
+// scriptCall splits an EVAL or EVALSHA into its keys and arguments, as
+// the command's own values (boxed once, by asynq's call).
+func scriptCall(cmd redis.Cmder) (keys, args []any, ok bool) {
 	a := cmd.Args()
 	if len(a) < 3 {
 		return nil, nil, false
 	}
-	n, err := strconv.Atoi(fmt.Sprint(a[2]))
-	if err != nil || n < 0 || 3+n > len(a) {
+	var n int
+	switch v := a[2].(type) {
+	case int:
+		n = v
+	case int64:
+		n = int(v)
+	case string:
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			return nil, nil, false
+		}
+	default:
 		return nil, nil, false
 	}
-	keys = make([]string, n)
-	for i := range n {
-		keys[i] = fmt.Sprint(a[3+i])
+	if n < 0 || 3+n > len(a) {
+		return nil, nil, false
 	}
-	return keys, a[3+n:], true
+	for _, k := range a[3 : 3+n] {
+		if _, ok := k.(string); !ok {
+			return nil, nil, false
+		}
+	}
+	return a[3 : 3+n], a[3+n:], true
 }
 
 // insertCall is a guarded insert, ready to run.
@@ -250,9 +265,11 @@ type insertCall struct {
 	ins    Insert
 	g      Guard
 	script *redis.Script
-	keys   []string
-	args   []any
-	err    error // refused before running
+	// call is the whole command but its first two values (the command's
+	// name and the script's SHA-1 or source, set per send): built once,
+	// with asynq's own values as asynq boxed them.
+	call []any
+	err  error // refused before running
 	// successor: lua/successor.lua's call, whose 2 and 3 say the job waits
 	successor bool
 }
@@ -271,7 +288,7 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 	if !ok || len(keys) == 0 {
 		return insertCall{}, false
 	}
-	queue, id, isTask := ParseTaskKey(keys[0])
+	queue, id, isTask := ParseTaskKey(keys[0].(string))
 	if !isTask {
 		return insertCall{}, false
 	}
@@ -285,7 +302,7 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		c.err = err
 		return c, true
 	}
-	sk := stateKeys(queue)
+	sk := boxedStateKeys(queue)
 	if sc := ga.Successor; sc != nil && ga.Record != "" {
 		// lua/successor.lua's layout
 		c.script = successors[sha]
@@ -293,32 +310,37 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		if sc.Pending {
 			after = "pending"
 		}
-		c.keys = []string{keys[0], keys[1], sk[0], sk[1], sk[2], sk[3], ga.Record, sc.Next, sc.Registry, ga.History}
-		c.args = []any{args[0], args[1], args[2], id, ga.Fingerprint, max(sc.TTL.Milliseconds(), 1), queue, sc.Field,
+		c.call = []any{nil, nil, 10, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3], ga.Record, sc.Next, sc.Registry, ga.History,
+			args[0], args[1], args[2], id, ga.Fingerprint, max(sc.TTL.Milliseconds(), 1), queue, sc.Field,
 			ga.Head, max(ga.Incarnation, 1), after}
 		c.successor = true
 		return c, true
 	}
 	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
-	c.keys = make([]string, 0, 11+len(ga.Windows))
-	c.keys = append(c.keys, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
-	c.args = make([]any, 0, 14+2*len(ga.Windows))
-	c.args = append(c.args, args[0], args[1], args[2], id, states(ga.Replace), ga.Fingerprint)
+	nk := 6
 	if ga.Record != "" {
-		c.keys = append(c.keys, ga.Record, ga.History, ga.Mark, ga.WindowSet, ga.Marks)
-		c.args = append(c.args, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), max(ga.Incarnation, 1),
+		nk = 11 + len(ga.Windows)
+	}
+	c.call = make([]any, 0, 3+nk+14+2*len(ga.Windows))
+	c.call = append(c.call, nil, nil, nk, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
+	if ga.Record != "" {
+		c.call = append(c.call, ga.Record, ga.History, ga.Mark, ga.WindowSet, ga.Marks)
+		for _, w := range ga.Windows {
+			c.call = append(c.call, w.Key)
+		}
+	}
+	c.call = append(c.call, args[0], args[1], args[2], id, states(ga.Replace), ga.Fingerprint)
+	if ga.Record != "" {
+		c.call = append(c.call, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), max(ga.Incarnation, 1),
 			ga.MarkID, time.Now().UnixMilli(), ga.Holder)
-		if len(ga.Windows) > 0 {
-			for _, w := range ga.Windows {
-				rep := "0"
-				if w.Repeats {
-					rep = "1"
-				} else if w.OutlastsKey {
-					rep = "2"
-				}
-				c.keys = append(c.keys, w.Key)
-				c.args = append(c.args, w.TTL.Milliseconds(), rep)
+		for _, w := range ga.Windows {
+			rep := "0"
+			if w.Repeats {
+				rep = "1"
+			} else if w.OutlastsKey {
+				rep = "2"
 			}
+			c.call = append(c.call, w.TTL.Milliseconds(), rep)
 		}
 	}
 	return c, true
@@ -330,21 +352,30 @@ func states(s []string) string {
 	if len(s) == 0 {
 		return ""
 	}
-	return "," + strings.Join(s, ",") + ","
+	n := len(s) + 1
+	for _, x := range s {
+		n += len(x)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, x := range s {
+		b.WriteByte(',')
+		b.WriteString(x)
+	}
+	b.WriteByte(',')
+	return b.String()
 }
 
 // cmd is the call as a command of name ("evalsha" or "eval").
 func (c insertCall) cmd(ctx context.Context, name string) *redis.Cmd {
-	a := make([]any, 0, 3+len(c.keys)+len(c.args))
 	first := c.script.Hash()
+	a := c.call
 	if name == "eval" {
 		first = wrappedSource[first]
+		a = slices.Clone(a) // the first command may still be read
 	}
-	a = append(a, name, first, len(c.keys))
-	for _, k := range c.keys {
-		a = append(a, k)
-	}
-	return redis.NewCmd(ctx, append(a, c.args...)...)
+	a[0], a[1] = name, first
+	return redis.NewCmd(ctx, a...)
 }
 
 // answer reads the guard's reply in run, tells the Guard, and gives asynq's

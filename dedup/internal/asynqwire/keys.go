@@ -34,18 +34,26 @@ func queueOf(key, suffix string) (string, bool) {
 }
 
 // queueStateKeys caches, per queue, the keys of the four states a guarded
-// insert may find or replace its task in: every insert needs them. One
-// entry per queue a producer inserts into, never removed.
-var queueStateKeys sync.Map // queue -> *[4]string
+// insert may find or replace its task in: every insert needs them (boxed:
+// they go to go-redis as they are). One entry per queue a producer inserts
+// into, never removed.
+var queueStateKeys sync.Map // queue -> *[4]any
 
-// stateKeys are queue's pending, scheduled, archived and completed keys.
-func stateKeys(queue string) *[4]string {
+// boxedStateKeys are queue's pending, scheduled, archived and completed
+// keys.
+func boxedStateKeys(queue string) *[4]any {
 	if ks, ok := queueStateKeys.Load(queue); ok {
-		return ks.(*[4]string)
+		return ks.(*[4]any)
 	}
 	p := queuePrefix(queue)
-	ks, _ := queueStateKeys.LoadOrStore(queue, &[4]string{p + "pending", p + "scheduled", p + "archived", p + "completed"})
-	return ks.(*[4]string)
+	ks, _ := queueStateKeys.LoadOrStore(queue, &[4]any{p + "pending", p + "scheduled", p + "archived", p + "completed"})
+	return ks.(*[4]any)
+}
+
+// stateKeys are queue's pending, scheduled, archived and completed keys.
+func stateKeys(queue string) [4]string {
+	b := boxedStateKeys(queue)
+	return [4]string{b[0].(string), b[1].(string), b[2].(string), b[3].(string)}
 }
 
 // recoverKeys are the keys recover.lua needs of task id in queue, its
