@@ -67,8 +67,12 @@ func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []
 	if c.Fresh > 0 {
 		fresh = strconv.FormatInt(c.Now.Add(-c.Fresh).UnixMilli(), 10)
 	}
-	v, err := dequeues[sha].Run(ctx, rdb, keys, args[0], args[1], c.OwnerPrefix, c.Token, c.Now.UnixMilli(),
-		c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head, fresh).Result()
+	k, ok := dequeueKeys(keys)
+	if !ok {
+		return Dequeued{}, fmt.Errorf("dedup: joined dequeue of keys %q", keys)
+	}
+	v, err := run(ctx, rdb, dequeues[sha], []any{nil, nil, 4, k[0], k[1], k[2], k[3], args[0], args[1], c.OwnerPrefix,
+		c.Token, c.Now.UnixMilli(), c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head, fresh}).Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
 		// This Redis cannot run the joined script: asynq's own, once.
@@ -149,9 +153,16 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, ke
 			args[3] = WithoutPayload(msg)
 		}
 	}
-	v, err := a[sha].Run(ctx, rdb, append(keys[:len(keys):len(keys)], TaskKey(queue, id), c.Record, c.History, c.Marks),
-		append(args, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry,
-			c.MarkID, c.ResultTTL.Milliseconds(), c.MarkFP)...).Result()
+	call := make([]any, 0, 3+len(keys)+4+len(args)+9)
+	call = append(call, nil, nil, len(keys)+4)
+	for _, k := range keys {
+		call = append(call, k)
+	}
+	call = append(call, TaskKey(queue, id), c.Record, c.History, c.Marks)
+	call = append(call, args...)
+	call = append(call, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry,
+		c.MarkID, c.ResultTTL.Milliseconds(), c.MarkFP)
+	v, err := run(ctx, rdb, a[sha], call).Result()
 	if err != nil {
 		return 0, nil, err
 	}

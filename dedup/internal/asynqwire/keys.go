@@ -50,6 +50,27 @@ func boxedStateKeys(queue string) *[4]any {
 	return ks.(*[4]any)
 }
 
+// queueDequeueKeys caches, per queue, the four keys asynq's dequeue names
+// (pending, paused, active, lease), boxed for go-redis: every dequeue
+// sends them. One entry per queue a worker serves, never removed.
+var queueDequeueKeys sync.Map // pending key -> *[4]any
+
+// dequeueKeys are asynq's dequeue keys, boxed once per queue; false when
+// they are not four.
+func dequeueKeys(keys []string) (*[4]any, bool) {
+	if len(keys) != 4 {
+		return nil, false
+	}
+	if ks, ok := queueDequeueKeys.Load(keys[0]); ok {
+		if k := ks.(*[4]any); k[1] == keys[1] && k[2] == keys[2] && k[3] == keys[3] {
+			return k, true
+		}
+	}
+	ks := &[4]any{keys[0], keys[1], keys[2], keys[3]}
+	queueDequeueKeys.Store(keys[0], ks)
+	return ks, true
+}
+
 // stateKeys are queue's pending, scheduled, archived and completed keys.
 func stateKeys(queue string) [4]string {
 	b := boxedStateKeys(queue)

@@ -1,10 +1,13 @@
 package asynqwire
 
 import (
+	"context"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
 	"maps"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -76,7 +79,10 @@ var (
 	// claim; it stands in for asynq's script whole.
 	dequeues = func() map[string]*redis.Script {
 		_, sha := asynqScript("dequeue.lua")
-		return map[string]*redis.Script{sha: redis.NewScript(history.Lua + mark.Lua + source("dequeue.lua"))}
+		src := history.Lua + mark.Lua + source("dequeue.lua")
+		s := redis.NewScript(src)
+		wrappedSource[s.Hash()] = src
+		return map[string]*redis.Script{sha: s}
 	}()
 	recoverScript = redis.NewScript(source("recover.lua"))
 )
@@ -90,6 +96,22 @@ func ackScripts(finish string) map[string]*redis.Script {
 	m := wrapped(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
 	maps.Copy(m, wrapped(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
 	return m
+}
+
+// run sends script s with the values of call after its first two (the
+// command's name and the script's SHA-1, set here): a list built once by
+// the caller, where go-redis's Script.Run would copy and box it again. An
+// EVAL with the source follows a NOSCRIPT, as Script.Run does.
+func run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, call []any) *redis.Cmd {
+	call[0], call[1] = "evalsha", s.Hash()
+	cmd := redis.NewCmd(ctx, call...)
+	if err := rdb.Process(ctx, cmd); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		call = slices.Clone(call)
+		call[0], call[1] = "eval", wrappedSource[s.Hash()]
+		cmd = redis.NewCmd(ctx, call...)
+		_ = rdb.Process(ctx, cmd)
+	}
+	return cmd
 }
 
 // SHA is the SHA-1 asynq sends for its script lua/asynq/<name>.
