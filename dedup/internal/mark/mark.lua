@@ -44,9 +44,10 @@ end
 
 -- onceq_mark_put(reg, id, fpd, at, dur): the key, whose fingerprint's
 -- digest is fpd (onceq_fpd), is remembered by its mark until at + dur (ms;
--- dur as the caller's decimal string, the registry's field). A bucket's first mark sets its expiry (NX) and names it in the
--- registry; the others are two calls, HSET and PEXPIRE. Every completion
--- runs this, so it stands apart from onceq_mark's functions.
+-- dur as the caller's decimal string, the registry's field). A bucket's
+-- first mark sets its expiry (NX) and names it in the registry; the others
+-- are two calls, HSET and PEXPIRE. Every completion runs this, so it
+-- stands apart from onceq_mark's functions.
 local function onceq_mark_put(reg, id, fpd, at, dur)
   -- New locals, not the parameters reassigned: gopher-lua (miniredis)
   -- loses a parameter reassigned in a multiple assignment.
