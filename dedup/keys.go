@@ -72,8 +72,8 @@ func liveKey(owner string, h int) string {
 }
 
 // markKey is the registry of the compact marks of k's namespace under k's
-// mark tag (a hash: done TTL -> the end of its latest bucket); the marks themselves are
-// fields of the small hashes markKey(k)<sub>:<done TTL>:<bucket>, which
+// mark tag (a hash: done TTL -> the end of its latest bucket); the marks
+// themselves are fields of the small hashes markKey(k)<sub>:<done TTL>:<bucket>, which
 // internal/mark's Lua names from it and markID. Owner: the engine; every
 // hash expires at its bucket's end, the registry with its last mark.
 // Purge finds a namespace's marks by this prefix ('/' ends it: no
