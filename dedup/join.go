@@ -287,7 +287,7 @@ func (j *joiner) ack(ctx context.Context, sha string, p *parked, keys []string, 
 	j.m.mu.Lock()
 	_, noHist := j.m.noHist[p.h]
 	j.m.mu.Unlock()
-	if r, ok := RunFromContext(p.ctx); ok && r.Key == p.h.Key && c.MarkID != "" {
+	if r, ok := RunFromContext(p.ctx); ok && r.Key == p.h.Key && c.Mark.Hash != "" {
 		c.MarkFP = markFP(r.Fingerprint) // the claim wrote it into the record
 	}
 	if noHist {

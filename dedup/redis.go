@@ -250,7 +250,8 @@ func (s *redisStore) complete(ctx context.Context, h storage.Hold, result []byte
 	}
 	n, err := finishScript.Run(ctx, s.rdb, []string{c.Record, c.History, c.Marks},
 		c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(),
-		workerEntry(ctx, h.Key, outcomeCompleted, ""), c.MarkID, c.ResultTTL.Milliseconds()).Int64()
+		workerEntry(ctx, h.Key, outcomeCompleted, ""), c.Mark.Hash, c.ResultTTL.Milliseconds(), "",
+		c.Mark.Field, c.Mark.Offset, c.Mark.TTL, c.Mark.Ends).Int64()
 	return s.finish(ctx, opComplete, outcomeCompleted, h, n, err)
 }
 
@@ -270,7 +271,8 @@ func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Du
 	c := asynqwire.Completion{Record: recordKey(h.Key), Holder: holderPrefix(h), Now: time.Now(), Result: result,
 		TTL: ttl, ResultTTL: ttl, History: historyKey(h.Key), Marks: noneKey(h.Key)}
 	if s.marks && mark.Used(ttl, keep) {
-		c.Marks, c.MarkID = s.markArgs(h.Key)
+		c.Marks = markKey(h.Key)
+		c.Mark = mark.At(markID(h.Key), c.Now, ttl)
 		c.ResultTTL = keep
 	}
 	return c, nil

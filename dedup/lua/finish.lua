@@ -11,11 +11,14 @@
 --            a failed run's at least the failed TTL (a retry may follow)
 -- KEYS[3] -> onceq:{<home>}:mark:<ns>/, the key's mark registry
 --            (internal/mark), with
--- ARGV[7] -> the key's mark id and
+-- ARGV[7] -> the hash of the key's mark under the registry (mark.go Slot:
+--            "<sub>:<done TTL ms>:<bucket>") and
 -- ARGV[8] -> the result TTL in ms: a done record then lives this long and
 --            its compact mark to the done TTL. KEYS[3] absent or "": no mark.
 -- ARGV[9] -> the fingerprint's digest (internal/mark onceq_fpd), when the
 --            caller knows the fingerprint: "" or absent, read from the record
+-- ARGV[10..13] -> the rest of the mark's slot (mark.go Slot): its field, the
+--            4 bytes after the digest, the bucket's time left and end in ms
 -- Returns: 1 written, 0 when the hold is not current (lease lost: nothing written).
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
@@ -33,7 +36,7 @@ if ARGV[2] == 'd' and onceq_marks(KEYS[3]) then
   if not fpd or fpd == '' then
     fpd = onceq_fpd(fp)
   end
-  onceq_mark_put(KEYS[3], ARGV[7], fpd, ARGV[3], ARGV[5])
+  onceq_mark_put(KEYS[3], ARGV[5], ARGV[7], ARGV[10], fpd, ARGV[11], ARGV[12], ARGV[13])
 end
 redis.call('SET', KEYS[1], ARGV[2] .. string.sub(ARGV[1], 2) .. kept .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
 if KEYS[2] then

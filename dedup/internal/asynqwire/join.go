@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/mark"
 )
 
 // The worker's join: asynq's dequeue runs as lua/dequeue.lua, which claims
@@ -120,7 +122,8 @@ type Acks map[string]*redis.Script
 // NewAcks builds the joined acknowledgements around finish, the library's
 // completion script (KEYS[1] the record, KEYS[2] the history, KEYS[3] the
 // mark registry; ARGV holder prefix, state, now ms, result, TTL ms,
-// history entry, mark id, result TTL ms, fingerprint digest).
+// history entry, the mark's hash, result TTL ms, fingerprint digest, the
+// rest of the mark's slot: field, offset, time left, end).
 func NewAcks(finish string) Acks { return ackScripts(finish) }
 
 // Completion is the library's side of a joined acknowledgement.
@@ -130,11 +133,12 @@ type Completion struct {
 	Now                            time.Time
 	Result                         []byte
 	TTL                            time.Duration
-	// Marks and MarkID are the key's compact mark (dedup/internal/mark):
-	// the record lives ResultTTL, the mark to TTL. Marks "": no mark, and
-	// ResultTTL is TTL.
-	Marks, MarkID string
-	ResultTTL     time.Duration
+	// Marks and Mark are the key's compact mark registry and the slot of
+	// its mark (dedup/internal/mark): the record lives ResultTTL, the mark
+	// to TTL. Marks "": no mark, and ResultTTL is TTL.
+	Marks     string
+	Mark      mark.Slot
+	ResultTTL time.Duration
 	// MarkFP is the digest of the run's fingerprint in its mark
 	// (internal/mark onceq_fpd); "": the script reads it from the record.
 	MarkFP string
@@ -153,7 +157,7 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, ke
 			args[3] = WithoutPayload(msg)
 		}
 	}
-	call := make([]any, 0, 3+len(keys)+4+len(args)+9)
+	call := make([]any, 0, 3+len(keys)+4+len(args)+13)
 	call = append(call, nil, nil, len(keys)+4)
 	for _, k := range keys {
 		call = append(call, k)
@@ -161,7 +165,7 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, ke
 	call = append(call, TaskKey(queue, id), c.Record, c.History, c.Marks)
 	call = append(call, args...)
 	call = append(call, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry,
-		c.MarkID, c.ResultTTL.Milliseconds(), c.MarkFP)
+		c.Mark.Hash, c.ResultTTL.Milliseconds(), c.MarkFP, c.Mark.Field, c.Mark.Offset, c.Mark.TTL, c.Mark.Ends)
 	v, err := run(ctx, rdb, a[sha], call).Result()
 	if err != nil {
 		return 0, nil, err

@@ -1,12 +1,15 @@
 // Package mark is the one layout of a done key's compact mark: what
 // remembers the key after its full record (and result) expired, until its
 // done TTL ends, in tens of bytes (mark.lua says how). Go builds the
-// registry key and the mark id (dedup/keys.go); every script reads and
-// writes marks through the Lua functions in Lua.
+// registry key and the mark id (dedup/keys.go), and a completion's slot
+// (At); every script reads and writes marks through the Lua functions in
+// Lua.
 package mark
 
 import (
 	_ "embed"
+	"encoding/binary"
+	"strconv"
 	"time"
 )
 
@@ -21,6 +24,27 @@ var Lua = lua
 // it, and a mark's offset in its bucket is 4 bytes of ms. A longer done TTL
 // keeps the full record to its end.
 const MaxDone = 2 * (1<<32 - 1) * time.Millisecond
+
+// Slot is where a completion puts a key's mark, as onceq_mark_put takes
+// it: the hash <registry><Hash>, the field, the 4 bytes after the
+// fingerprint's digest in its value, and the bucket's end (ms) and its
+// time left (ms) as decimal strings.
+type Slot struct{ Hash, Field, Offset, TTL, Ends string }
+
+// At is the slot of the mark of the key with mark id id (dedup/keys.go
+// markID), done at now for done: the bucket of its expiry e at span g =
+// ceil(done / 2), e's offset in it. mark.lua's get reads the same buckets.
+func At(id string, now time.Time, done time.Duration) Slot {
+	d, ms := done.Milliseconds(), now.UnixMilli()
+	g := (d + 1) / 2
+	e := ms + d
+	b := e / g
+	ends := (b + 1) * g
+	var off [4]byte
+	binary.BigEndian.PutUint32(off[:], uint32(e-b*g))
+	return Slot{Hash: id[:4] + ":" + strconv.FormatInt(d, 10) + ":" + strconv.FormatInt(b, 10), Field: id[4:],
+		Offset: string(off[:]), TTL: strconv.FormatInt(ends-ms, 10), Ends: strconv.FormatInt(ends, 10)}
+}
 
 // Used reports whether a key done for done, with its result kept for
 // result, leaves a mark: only when the result goes first.

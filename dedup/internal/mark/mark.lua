@@ -42,30 +42,28 @@ local function onceq_fpd(fp)
   return onceq_u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
 end
 
--- onceq_mark_put(reg, id, fpd, at, dur): the key, whose fingerprint's
--- digest is fpd (onceq_fpd), is remembered by its mark until at + dur (ms;
--- dur as the caller's decimal string, the registry's field). A bucket's
--- first mark sets its expiry (NX) and names it in the registry; the others
--- are two calls, HSET and PEXPIRE. Every completion runs this, so it
--- stands apart from onceq_mark's functions.
-local function onceq_mark_put(reg, id, fpd, at, dur)
-  -- New locals, not the parameters reassigned: gopher-lua (miniredis)
-  -- loses a parameter reassigned in a multiple assignment.
-  local d = tonumber(dur)
-  local now = tonumber(at)
-  local g = math.ceil(d / 2)
-  local e = now + d
-  local b = math.floor(e / g)
-  local key = reg .. string.sub(id, 1, 4) .. ':' .. dur .. ':' .. string.format('%d', b)
-  local ends = (b + 1) * g
-  redis.call('HSET', key, string.sub(id, 5), fpd .. onceq_u32(e - b * g))
-  if redis.call('PEXPIRE', key, ends - now, 'NX') == 0 then
+-- onceq_mark_put(reg, dur, slot, field, fpd, off, pttl, ends): the key,
+-- whose fingerprint's digest is fpd (onceq_fpd), is remembered by its mark
+-- in the hash <reg><slot> (slot "<sub>:<dur>:<bucket>") as field, with
+-- value fpd .. off, until the bucket's end, ends (ms), pttl ms from now.
+-- Go works the slot out (mark.go At, the one place of the bucket rule
+-- but get's below): number to string and back are sprintf and strtod, a
+-- few thousand instructions each, and every completion runs this. A
+-- bucket's first mark sets its expiry (NX) and names it in the registry
+-- (dur, the done TTL as a decimal string, its field); the others are two
+-- calls, HSET and PEXPIRE.
+local function onceq_mark_put(reg, dur, slot, field, fpd, off, pttl, ends)
+  local key = reg .. slot
+  redis.call('HSET', key, field, fpd .. off)
+  if redis.call('PEXPIRE', key, pttl, 'NX') == 0 then
     return -- not the bucket's first mark: the registry names it
   end
-  if tonumber(redis.call('HGET', reg, dur) or '0') < ends then
-    redis.call('HSET', reg, dur, string.format('%d', ends))
-    if redis.call('PTTL', reg) < ends - now then
-      redis.call('PEXPIRE', reg, ends - now)
+  local cur = redis.call('HGET', reg, dur)
+  -- Decimal ms of as many digits compare as strings.
+  if not cur or #cur < #ends or (#cur == #ends and cur < ends) then
+    redis.call('HSET', reg, dur, ends)
+    if redis.call('PTTL', reg) < tonumber(pttl) then
+      redis.call('PEXPIRE', reg, pttl)
     end
   end
 end

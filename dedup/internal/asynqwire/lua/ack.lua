@@ -2,14 +2,14 @@
 -- same call (join.go defines finish.lua as finish, kept (true for asynq's
 -- mark-as-complete, which keeps the task's hash; false for done, which
 -- deletes it), and asynq's script, unchanged, as asynq_ack above this).
--- KEYS[1..n-4], ARGV[1..m-9] -> asynq's own
+-- KEYS[1..n-4], ARGV[1..m-13] -> asynq's own
 -- KEYS[n-3] -> the task's hash, asynq:{<queue>}:t:<id>
 -- KEYS[n-2] -> the task's idempotency record
 -- KEYS[n-1] -> the key's history
 -- KEYS[n]   -> the key's mark registry (onceq:{<home>}: no mark)
--- ARGV[m-8..m] -> finish.lua's: holder prefix, "d", now ms, result, done TTL
---   ms, the history's entry, the mark id, the result TTL ms, the
---   fingerprint's digest
+-- ARGV[m-12..m] -> finish.lua's: holder prefix, "d", now ms, result, done
+--   TTL ms, the history's entry, the mark's hash, the result TTL ms, the
+--   fingerprint's digest, the mark's field, offset, time left and end
 -- Returns asynq's reply when the record was written and asynq's reply is
 -- its OK (the usual case: Redis builds no array), else {finish's reply (1
 -- written, 0 lease lost), asynq's reply}. The record is written even when
@@ -17,7 +17,8 @@
 -- onceq's fields leave a task's hash that asynq keeps for its retention.
 local n, m = #KEYS, #ARGV
 local done = finish({KEYS[n-2], KEYS[n-1], KEYS[n]},
-  {ARGV[m-8], ARGV[m-7], ARGV[m-6], ARGV[m-5], ARGV[m-4], ARGV[m-3], ARGV[m-2], ARGV[m-1], ARGV[m]})
+  {ARGV[m-12], ARGV[m-11], ARGV[m-10], ARGV[m-9], ARGV[m-8], ARGV[m-7], ARGV[m-6], ARGV[m-5], ARGV[m-4],
+   ARGV[m-3], ARGV[m-2], ARGV[m-1], ARGV[m]})
 local reply = asynq_ack()
 if kept then
   redis.call('HDEL', KEYS[n-3], 'onceq_rec', 'onceq_fp', 'onceq_hist', 'onceq_inc', 'onceq_mark')

@@ -1,0 +1,62 @@
+package mark
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/oncetest/redistest"
+)
+
+// A mark put where At says is read back by mark.lua's get, which works
+// the buckets out itself: found, with its end to the millisecond, until
+// that end and not from it. Odd done TTLs (a bucket spans ceil(done/2))
+// and completions on a bucket's edges included.
+func TestAtIsWhereGetReads(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	put := redis.NewScript(Lua + `onceq_mark_put(KEYS[1], ARGV[1], ARGV[2], ARGV[3], 'abcd', ARGV[4], ARGV[5], ARGV[6]) return 1`)
+	get := redis.NewScript(Lua + `local same, at, e = onceq_mark().get(KEYS[1], ARGV[1], '', ARGV[2])
+if same == nil then return false end
+return {at, e}`)
+	base := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC).UnixMilli()
+	for i, c := range []struct {
+		done time.Duration
+		at   int64 // ms after base
+	}{
+		{24 * time.Hour, 0},
+		{3001 * time.Millisecond, 0},
+		{3001 * time.Millisecond, 1}, // 3001 is odd: span 1501
+		{999 * time.Millisecond, 499},
+		{720 * time.Hour, 12345},
+	} {
+		reg := "onceq:{t}:mark:ns" + strconv.Itoa(i) + "/"
+		id := fmt.Sprintf("0abc%012d", i) // 4 hex digits of sub-hash, a 12-byte digest
+		now := time.UnixMilli(base + c.at)
+		s := At(id, now, c.done)
+		d := c.done.Milliseconds()
+		if err := put.Run(ctx, rdb, []string{reg}, d, s.Hash, s.Field, s.Offset, s.TTL, s.Ends).Err(); err != nil {
+			t.Fatal(err)
+		}
+		e := now.UnixMilli() + d
+		for _, q := range []struct {
+			at    int64
+			found bool
+		}{{now.UnixMilli(), true}, {e - 1, true}, {e, false}} {
+			v, err := get.Run(ctx, rdb, []string{reg}, id, q.at).Int64Slice()
+			switch {
+			case err == redis.Nil && !q.found:
+			case err != nil:
+				t.Errorf("done %v at %d: get at %d: %v, want found %v", c.done, c.at, q.at, err, q.found)
+			case !q.found || v[0] != now.UnixMilli() || v[1] != e:
+				t.Errorf("done %v at %d: get at %d: done %d, ends %d; want found %v, done %d, ends %d",
+					c.done, c.at, q.at, v[0], v[1], q.found, now.UnixMilli(), e)
+			}
+		}
+	}
+}
