@@ -40,10 +40,21 @@ func At(id string, now time.Time, done time.Duration) Slot {
 	e := ms + d
 	b := e / g
 	ends := (b + 1) * g
-	var off [4]byte
-	binary.BigEndian.PutUint32(off[:], uint32(e-b*g))
-	return Slot{Hash: id[:4] + ":" + strconv.FormatInt(d, 10) + ":" + strconv.FormatInt(b, 10), Field: id[4:],
-		Offset: string(off[:]), TTL: strconv.FormatInt(ends-ms, 10), Ends: strconv.FormatInt(ends, 10)}
+	// One allocation for the four strings: a completion runs this per task.
+	buf := make([]byte, 0, 64)
+	buf = append(buf, id[:4]...)
+	buf = append(buf, ':')
+	buf = strconv.AppendInt(buf, d, 10)
+	buf = append(buf, ':')
+	buf = strconv.AppendInt(buf, b, 10)
+	h := len(buf)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(e-b*g))
+	o := len(buf)
+	buf = strconv.AppendInt(buf, ends-ms, 10)
+	t := len(buf)
+	buf = strconv.AppendInt(buf, ends, 10)
+	s := string(buf)
+	return Slot{Hash: s[:h], Field: id[4:], Offset: s[h:o], TTL: s[o:t], Ends: s[t:]}
 }
 
 // Used reports whether a key done for done, with its result kept for
