@@ -40,6 +40,9 @@ type enqueueGuard struct {
 	next           []string
 	// incarnation is the one the task's headers carry.
 	incarnation int
+	// markDone: the done TTL the key's marks are expected under (0: none
+	// expected; the guard's lookup works every one out).
+	markDone time.Duration
 
 	Ran bool
 	// Found is what held the key when the guard refused the insert with
@@ -128,7 +131,7 @@ func (g *enqueueGuard) Args(ins asynqwire.Insert) (asynqwire.GuardArgs, error) {
 	a.Record, a.Holder = recordKey(g.key), g.holder
 	a.Mark, a.Incarnation = incKey(g.key), g.incarnation
 	// Whatever this process's store does, a worker's may leave marks.
-	a.Marks, a.MarkID = markKey(g.key), markID(g.key)
+	a.Marks, a.MarkID, a.MarkDone = markKey(g.key), markID(g.key), g.markDone
 	a.Head, a.Inserted, a.HistoryTTL = g.head, g.inserted, g.unique
 	a.History = noneKey(g.key)
 	if g.history {

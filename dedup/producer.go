@@ -349,6 +349,9 @@ func (p *Producer) insert(ctx context.Context, j Job, holder string, in insert, 
 	}
 	gctx, guard := guardEnqueue(ctx, j.Key, j.Fingerprint, p.cluster, in.replace...)
 	guard.recording(ctx, j, in)
+	if s := p.folded.Load(); s != nil {
+		guard.markDone = s.opts.DoneTTL // what its workers most likely keep marks for
+	}
 	if fold {
 		guard.withRules(j.Rules, holder)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceq/onceq/dedup/internal/mark"
 )
 
 // Guard is what the library checks and takes in the same step as asynq's
@@ -67,7 +69,11 @@ type GuardArgs struct {
 	// Marks and MarkID are the key's compact mark (dedup/internal/mark),
 	// with a Record: a live mark refuses the insert as a done record does,
 	// and the task's hash keeps both for the joined dequeue. "": none.
+	// MarkDone is the done TTL the producer expects its key's marks under
+	// (its store's): the guard's lookup is handed their buckets
+	// (internal/mark Lookup) and works out only those of another; 0: none.
 	Marks, MarkID string
+	MarkDone      time.Duration
 	// Successor, when set, runs the insert under the successor policy
 	// (lua/successor.lua) in place of the guard: with Record, outside
 	// Cluster only.
@@ -321,7 +327,7 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 	if ga.Record != "" {
 		nk = 11 + len(ga.Windows)
 	}
-	c.call = make([]any, 0, 3+nk+14+2*len(ga.Windows))
+	c.call = make([]any, 0, 3+nk+18+2*len(ga.Windows))
 	c.call = append(c.call, nil, nil, nk, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
 	if ga.Record != "" {
 		c.call = append(c.call, ga.Record, ga.History, ga.Mark, ga.WindowSet, ga.Marks)
@@ -331,8 +337,13 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 	}
 	c.call = append(c.call, args[0], args[1], args[2], id, states(ga.Replace), ga.Fingerprint)
 	if ga.Record != "" {
+		now := time.Now()
+		var h mark.Hint
+		if ga.MarkID != "" && ga.MarkDone > 0 {
+			h = mark.Lookup(ga.MarkID, now, ga.MarkDone)
+		}
 		c.call = append(c.call, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), max(ga.Incarnation, 1),
-			ga.MarkID, time.Now().UnixMilli(), ga.Holder)
+			ga.MarkID, now.UnixMilli(), ga.Holder, h.Done, h.Hashes[0], h.Hashes[1], h.Hashes[2])
 		for _, w := range ga.Windows {
 			rep := "0"
 			if w.Repeats {

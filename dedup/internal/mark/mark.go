@@ -57,6 +57,35 @@ func At(id string, now time.Time, done time.Duration) Slot {
 	return Slot{Hash: s[:h], Field: id[4:], Offset: s[h:o], TTL: s[o:t], Ends: s[t:]}
 }
 
+// Hint is what the guard passes get (mark.lua) for the done TTL its
+// producer expects: Done as the registry's field, and the hashes under the
+// registry of the 3 buckets a live mark of the key can be in.
+type Hint struct {
+	Done   string
+	Hashes [3]string
+}
+
+// Lookup is the Hint for the key with mark id id at now, for done: the
+// buckets b0 = floor(now / g) to b0 + 2, as get works them out.
+func Lookup(id string, now time.Time, done time.Duration) Hint {
+	d := done.Milliseconds()
+	b0 := now.UnixMilli() / ((d + 1) / 2)
+	var a [128]byte
+	buf := strconv.AppendInt(a[:0], d, 10)
+	var ends [4]int
+	ends[0] = len(buf)
+	for k := range 3 {
+		buf = append(buf, id[:4]...)
+		buf = append(buf, ':')
+		buf = append(buf, buf[:ends[0]]...)
+		buf = append(buf, ':')
+		buf = strconv.AppendInt(buf, b0+int64(k), 10)
+		ends[k+1] = len(buf)
+	}
+	s := string(buf) // one allocation for the four strings
+	return Hint{Done: s[:ends[0]], Hashes: [3]string{s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:]}}
+}
+
 // Used reports whether a key done for done, with its result kept for
 // result, leaves a mark: only when the result goes first.
 func Used(done, result time.Duration) bool {

@@ -79,29 +79,51 @@ local function onceq_mark()
   end
   local fns = {}
 
-  -- get(reg, id, fp, at): nil when the key has no live mark (or reg names
-  -- none), else whether fp is the marked content (either "" counts as the
-  -- same), when the job was done and when the mark ends (ms). A live mark
-  -- is in one of the 3 buckets from now's on, per done TTL the registry
-  -- names with a bucket ending after now.
-  function fns.get(reg, id, fp, at)
+  -- get(reg, id, fp, at, hd, h0, h1, h2): nil when the key has no live
+  -- mark (or reg names none), else whether fp is the marked content
+  -- (either "" counts as the same), when the job was done and when the
+  -- mark ends (ms). A live mark is in one of the 3 buckets from now's on,
+  -- per done TTL the registry names with a bucket ending after now. hd,
+  -- when given, is a done TTL the caller expects and h0..h2 its buckets'
+  -- hashes under reg (mark.go Lookup): worked out in Go, as a number to
+  -- string and back costs thousands of instructions in Lua.
+  function fns.get(reg, id, fp, at, hd, h0, h1, h2)
     if not onceq_marks(reg) then
       return nil
     end
-    local now = tonumber(at)
+    local now
     local ds = redis.call('HGETALL', reg)
     local field = string.sub(id, 5)
     for i = 1, #ds, 2 do
-      if tonumber(ds[i + 1]) > now then
-        local d = tonumber(ds[i])
-        local g = math.ceil(d / 2)
-        local b0 = math.floor(now / g)
-        local prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
-        for b = b0, b0 + 2 do
-          local v = redis.call('HGET', prefix .. string.format('%d', b), field)
+      local ends = ds[i + 1]
+      -- Decimal ms of as many digits compare as strings.
+      if (#ends == #at and ends > at) or (#ends ~= #at and tonumber(ends) > tonumber(at)) then
+        local hinted = ds[i] == hd
+        local d, g, b0, prefix
+        if not hinted then
+          now = now or tonumber(at)
+          d = tonumber(ds[i])
+          g = math.ceil(d / 2)
+          b0 = math.floor(now / g)
+          prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
+        end
+        for k = 0, 2 do
+          local key
+          if hinted then
+            key = reg .. ((k == 0 and h0) or (k == 1 and h1) or h2)
+          else
+            key = prefix .. string.format('%d', b0 + k)
+          end
+          local v = redis.call('HGET', key, field)
           if v then
+            if hinted then
+              now = now or tonumber(at)
+              d = tonumber(ds[i])
+              g = math.ceil(d / 2)
+              b0 = math.floor(now / g)
+            end
             local x1, x2, x3, x4 = string.byte(v, 5, 8)
-            local e = b * g + ((x1 * 256 + x2) * 256 + x3) * 256 + x4
+            local e = (b0 + k) * g + ((x1 * 256 + x2) * 256 + x3) * 256 + x4
             if e > now then
               local s = string.sub(v, 1, 4)
               return s == MARK_NONE or fp == '' or s == onceq_fpd(fp), e - d, e

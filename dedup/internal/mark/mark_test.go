@@ -12,16 +12,17 @@ import (
 	"github.com/onceq/onceq/dedup/oncetest/redistest"
 )
 
-// A mark put where At says is read back by mark.lua's get, which works
-// the buckets out itself: found, with its end to the millisecond, until
-// that end and not from it. Odd done TTLs (a bucket spans ceil(done/2))
-// and completions on a bucket's edges included.
+// A mark put where At says is read back by mark.lua's get: found, with
+// its end to the millisecond, until that end and not from it, whether get
+// works the buckets out itself or is handed them by Lookup. Odd done TTLs
+// (a bucket spans ceil(done/2)) and completions on a bucket's edges
+// included.
 func TestAtIsWhereGetReads(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	ctx := context.Background()
 	put := redis.NewScript(Lua + `onceq_mark_put(KEYS[1], ARGV[1], ARGV[2], ARGV[3], 'abcd', ARGV[4], ARGV[5], ARGV[6]) return 1`)
-	get := redis.NewScript(Lua + `local same, at, e = onceq_mark().get(KEYS[1], ARGV[1], '', ARGV[2])
+	get := redis.NewScript(Lua + `local same, at, e = onceq_mark().get(KEYS[1], ARGV[1], '', ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 if same == nil then return false end
 return {at, e}`)
 	base := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC).UnixMilli()
@@ -47,15 +48,20 @@ return {at, e}`)
 		for _, q := range []struct {
 			at    int64
 			found bool
-		}{{now.UnixMilli(), true}, {e - 1, true}, {e, false}} {
-			v, err := get.Run(ctx, rdb, []string{reg}, id, q.at).Int64Slice()
-			switch {
-			case err == redis.Nil && !q.found:
-			case err != nil:
-				t.Errorf("done %v at %d: get at %d: %v, want found %v", c.done, c.at, q.at, err, q.found)
-			case !q.found || v[0] != now.UnixMilli() || v[1] != e:
-				t.Errorf("done %v at %d: get at %d: done %d, ends %d; want found %v, done %d, ends %d",
-					c.done, c.at, q.at, v[0], v[1], q.found, now.UnixMilli(), e)
+		}{{now.UnixMilli(), true}, {now.UnixMilli() + d/2, true}, {e - 1, true}, {e, false}} {
+			// Without a hint, with the one Lookup gives, and with one for
+			// another done TTL (get works this one's buckets out itself).
+			other := Lookup(id, time.UnixMilli(q.at), c.done+time.Second)
+			for _, h := range []Hint{{}, Lookup(id, time.UnixMilli(q.at), c.done), other} {
+				v, err := get.Run(ctx, rdb, []string{reg}, id, q.at, h.Done, h.Hashes[0], h.Hashes[1], h.Hashes[2]).Int64Slice()
+				switch {
+				case err == redis.Nil && !q.found:
+				case err != nil:
+					t.Errorf("done %v at %d: get at %d, hint %v: %v, want found %v", c.done, c.at, q.at, h, err, q.found)
+				case !q.found || v[0] != now.UnixMilli() || v[1] != e:
+					t.Errorf("done %v at %d: get at %d, hint %v: done %d, ends %d; want found %v, done %d, ends %d",
+						c.done, c.at, q.at, h, v[0], v[1], q.found, now.UnixMilli(), e)
+				}
 			}
 		}
 	}

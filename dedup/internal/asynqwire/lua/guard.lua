@@ -45,7 +45,10 @@
 -- ARGV[12] -> the key's mark id (with KEYS[11])
 -- ARGV[13] -> now in ms (the producer's clock), for the mark
 -- ARGV[14] -> the holder (the job key), with KEYS[7]
--- ARGV[13+2i], ARGV[14+2i] -> rule i's window in ms, and "1" when a repeat of
+-- ARGV[15..18] -> the done TTL (ms) the producer expects of the key's marks,
+--            and the hashes of the 3 buckets its mark can be in now
+--            (internal/mark Lookup), which the lookup then need not work out
+-- ARGV[17+2i], ARGV[18+2i] -> rule i's window in ms, and "1" when a repeat of
 --            its holder is refused too (Rule.Repeats), "2" when it is refused
 --            once the key has forgotten the job (Rule.OutlastsKey: no done
 --            record, no task but a completed one)
@@ -64,7 +67,9 @@
 -- mark's word, onceq_mark_word, for a key its compact mark alone remembers).
 -- A replaced task is removed in the same step as its successor is inserted:
 -- never both, never neither.
-local W, H = 11, 14 -- rule i's window is KEYS[W + i]; the holder ARGV[H]
+-- Rule i's window is KEYS[W + i], its TTL and flag ARGV[R - 1 + 2i] and
+-- ARGV[R + 2i]; the holder is ARGV[H].
+local W, H, R = 11, 14, 18
 local function throttled(i, h)
   local pttl = redis.call('PTTL', KEYS[W + i])
   onceq_history(KEYS[8], ARGV[7] .. 't||' .. h, pttl, 'keep')
@@ -72,7 +77,7 @@ local function throttled(i, h)
 end
 for i = W + 1, #KEYS do
   local h = redis.call('GET', KEYS[i])
-  if h and (h ~= ARGV[H] or ARGV[H + 2 * (i - W)] == '1') then
+  if h and (h ~= ARGV[H] or ARGV[R + 2 * (i - W)] == '1') then
     return throttled(i - W, h)
   end
 end
@@ -121,7 +126,7 @@ if KEYS[7] then
     return refuse()
   end
   if type(rec) ~= 'string' then
-    local same, at = onceq_mark().get(KEYS[11], ARGV[12], ARGV[6], ARGV[13])
+    local same, at = onceq_mark().get(KEYS[11], ARGV[12], ARGV[6], ARGV[13], ARGV[15], ARGV[16], ARGV[17], ARGV[18])
     if same ~= nil then
       rec = onceq_mark_word(same, at)
       return refuse()
@@ -131,16 +136,20 @@ if KEYS[7] then
   -- only while the key still knows the job.
   local state
   for i = W + 1, #KEYS do
-    if ARGV[H + 2 * (i - W)] == '2' and redis.call('GET', KEYS[i]) == ARGV[H] then
+    if ARGV[R + 2 * (i - W)] == '2' and redis.call('GET', KEYS[i]) == ARGV[H] then
       state = state or redis.call('HGET', KEYS[1], 'state') or 'none'
       if state == 'none' or state == 'completed' then
         return throttled(i - W, ARGV[H])
       end
     end
   end
-  inc = tonumber(redis.call('GET', KEYS[9]) or '0')
-  if inc > tonumber(ARGV[11]) then
-    return {-2, inc}
+  -- Most keys were never reset: no number read for them (strtod costs).
+  local reset = redis.call('GET', KEYS[9])
+  if reset then
+    inc = tonumber(reset)
+    if inc > tonumber(ARGV[11]) then
+      return {-2, inc}
+    end
   end
 end
 -- Without states to replace from, asynq's own insert refuses an existing
@@ -193,7 +202,7 @@ if #KEYS <= W then
 end
 local taken, longest = '', 0
 for i = W + 1, #KEYS do
-  local ttl = tonumber(ARGV[H - 1 + 2 * (i - W)])
+  local ttl = tonumber(ARGV[R - 1 + 2 * (i - W)])
   if redis.call('SET', KEYS[i], ARGV[H], 'NX', 'PX', ttl) then
     taken = taken .. '1'
     redis.call('SADD', KEYS[10], KEYS[i])
