@@ -32,21 +32,16 @@ const MaxDone = 2 * (1<<32 - 1) * time.Millisecond
 type Slot struct{ Hash, Field, Offset, TTL, Ends string }
 
 // At is the slot of the mark of the key with mark id id (dedup/keys.go
-// markID), done at now for done: the bucket of its expiry e at span g =
-// ceil(done / 2), e's offset in it. mark.lua's get reads the same buckets.
+// markID), done at now for done: the bucket of its expiry e, e's offset in
+// it. mark.lua's get reads the same buckets.
 func At(id string, now time.Time, done time.Duration) Slot {
 	d, ms := done.Milliseconds(), now.UnixMilli()
-	g := (d + 1) / 2
+	g := span(d)
 	e := ms + d
 	b := e / g
 	ends := (b + 1) * g
 	// One allocation for the four strings: a completion runs this per task.
-	buf := make([]byte, 0, 64)
-	buf = append(buf, id[:4]...)
-	buf = append(buf, ':')
-	buf = strconv.AppendInt(buf, d, 10)
-	buf = append(buf, ':')
-	buf = strconv.AppendInt(buf, b, 10)
+	buf := appendHash(make([]byte, 0, 64), id, d, b)
 	h := len(buf)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(e-b*g))
 	o := len(buf)
@@ -66,24 +61,34 @@ type Hint struct {
 }
 
 // Lookup is the Hint for the key with mark id id at now, for done: the
-// buckets b0 = floor(now / g) to b0 + 2, as get works them out.
+// buckets from now's on, b0 to b0 + 2, as get works them out.
 func Lookup(id string, now time.Time, done time.Duration) Hint {
 	d := done.Milliseconds()
-	b0 := now.UnixMilli() / ((d + 1) / 2)
+	b0 := now.UnixMilli() / span(d)
 	var a [128]byte
 	buf := strconv.AppendInt(a[:0], d, 10)
 	var ends [4]int
 	ends[0] = len(buf)
 	for k := range 3 {
-		buf = append(buf, id[:4]...)
-		buf = append(buf, ':')
-		buf = append(buf, buf[:ends[0]]...)
-		buf = append(buf, ':')
-		buf = strconv.AppendInt(buf, b0+int64(k), 10)
+		buf = appendHash(buf, id, d, b0+int64(k))
 		ends[k+1] = len(buf)
 	}
 	s := string(buf) // one allocation for the four strings
 	return Hint{Done: s[:ends[0]], Hashes: [3]string{s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:]}}
+}
+
+// span is a bucket's length for a done TTL of d ms: ceil(d / 2), so a live
+// mark is in one of 3 buckets and a bucket expires whole at its end.
+func span(d int64) int64 { return (d + 1) / 2 }
+
+// appendHash appends the hash, under the registry, of bucket b for a done
+// TTL of d ms of the key with mark id id: "<sub>:<d>:<b>".
+func appendHash(buf []byte, id string, d, b int64) []byte {
+	buf = append(buf, id[:4]...)
+	buf = append(buf, ':')
+	buf = strconv.AppendInt(buf, d, 10)
+	buf = append(buf, ':')
+	return strconv.AppendInt(buf, b, 10)
 }
 
 // Used reports whether a key done for done, with its result kept for

@@ -46,9 +46,9 @@ end
 -- whose fingerprint's digest is fpd (onceq_fpd), is remembered by its mark
 -- in the hash <reg><slot> (slot "<sub>:<dur>:<bucket>") as field, with
 -- value fpd .. off, until the bucket's end, ends (ms), pttl ms from now.
--- Go works the slot out (mark.go At, the one place of the bucket rule
--- but get's below): number to string and back are sprintf and strtod, a
--- few thousand instructions each, and every completion runs this. A
+-- Go works the slot out (mark.go At; get below works the same buckets
+-- out itself): number to string and back are sprintf and strtod, a few
+-- thousand instructions each, and every completion runs this. A
 -- bucket's first mark sets its expiry (NX) and names it in the registry
 -- (dur, the done TTL as a decimal string, its field); the others are two
 -- calls, HSET and PEXPIRE.
