@@ -279,20 +279,18 @@ func (j *joiner) acked(keys []string, args []any) *parked {
 // gives asynq its script's reply.
 func (j *joiner) ack(ctx context.Context, sha string, p *parked, keys []string, args []any) *redis.Cmd {
 	out := redis.NewCmd(ctx)
-	c, err := j.store.completion(p.h, p.result, p.ttl, p.keep)
+	j.m.mu.Lock()
+	_, noHist := j.m.noHist[p.h]
+	j.m.mu.Unlock()
+	c, err := j.store.completion(p.h, p.result, p.ttl, p.keep, !noHist)
 	if err != nil {
 		j.record(p, err)
 		return j.store.rdb.EvalSha(ctx, sha, keys, args...)
 	}
-	j.m.mu.Lock()
-	_, noHist := j.m.noHist[p.h]
-	j.m.mu.Unlock()
 	if r, ok := RunFromContext(p.ctx); ok && r.Key == p.h.Key && c.Mark.Hash != "" {
 		c.MarkFP = markFP(r.Fingerprint) // the claim wrote it into the record
 	}
-	if noHist {
-		c.History = noneKey(p.h.Key)
-	} else {
+	if !noHist {
 		c.Entry = workerEntry(p.ctx, p.h.Key, outcomeCompleted, "")
 	}
 	n, v, err := j.acks.Run(ctx, j.store.rdb, sha, keys, args, c)

@@ -158,3 +158,29 @@ func TestJoinedAckReplies(t *testing.T) {
 		}
 	}
 }
+
+// A task's completion builds the key names it sends and no other: for a
+// key with no history, with the store's compact marks, the record's, the
+// holder's, one name for none (the history), the mark registry's, the
+// mark id and its slot.
+func TestCompletionBuildsWhatItSends(t *testing.T) {
+	store, err := newRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := storage.Hold{Key: Key{Namespace: "email:send", ID: "a-1"}, Token: 7, Owner: "o/t"}
+	var c asynqwire.Completion
+	n := testing.AllocsPerRun(100, func() {
+		c, err = store.completion(h, nil, 0, 0, false)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.History != noneKey(h.Key) || c.Marks != markKey(h.Key) || c.Mark.Hash == "" {
+		t.Fatalf("completion names history %q, marks %q, mark %+v", c.History, c.Marks, c.Mark)
+	}
+	t.Logf("%v allocations", n)
+	if n > 6 {
+		t.Errorf("a completion allocates %v times, want at most 6", n)
+	}
+}

@@ -244,7 +244,7 @@ func (s *redisStore) complete(ctx context.Context, h storage.Hold, result []byte
 		return fmt.Errorf("onceq: complete %q: %d bytes over %d: %w",
 			h.Key.String(), len(result), s.opts.MaxResultBytes, storage.ErrResultTooLarge)
 	}
-	c, err := s.completion(h, result, ttl, keep)
+	c, err := s.completion(h, result, ttl, keep, true)
 	if err != nil {
 		return fmt.Errorf("onceq: complete %q: %w", h.Key.String(), err)
 	}
@@ -258,8 +258,9 @@ func (s *redisStore) complete(ctx context.Context, h storage.Hold, result []byte
 // completion is what finish.lua writes for the completion of h (the
 // joined acknowledgement's too): done for ttl, its result kept for keep
 // (0s: the store's), then its compact mark where the store keeps marks and
-// the result goes first.
-func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Duration) (asynqwire.Completion, error) {
+// the result goes first; hist false: the key keeps no history (the joined
+// dequeue said so), and none is named.
+func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Duration, hist bool) (asynqwire.Completion, error) {
 	ttl, err := storerule.DoneTTL(s.opts.DoneTTL, ttl)
 	if err != nil {
 		return asynqwire.Completion{}, err
@@ -269,11 +270,25 @@ func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Du
 		return asynqwire.Completion{}, err
 	}
 	c := asynqwire.Completion{Record: recordKey(h.Key), Holder: holderPrefix(h), Now: time.Now(), Result: result,
-		TTL: ttl, ResultTTL: ttl, History: historyKey(h.Key), Marks: noneKey(h.Key)}
+		TTL: ttl, ResultTTL: ttl}
+	// Each key name is built only where it is sent: a task's completion
+	// is the worker's most frequent call.
+	none := ""
+	if hist {
+		c.History = historyKey(h.Key)
+	} else {
+		none = noneKey(h.Key)
+		c.History = none
+	}
 	if s.marks && mark.Used(ttl, keep) {
 		c.Marks = markKey(h.Key)
 		c.Mark = mark.At(markID(h.Key), c.Now, ttl)
 		c.ResultTTL = keep
+	} else {
+		if none == "" {
+			none = noneKey(h.Key)
+		}
+		c.Marks = none
 	}
 	return c, nil
 }
