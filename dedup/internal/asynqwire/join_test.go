@@ -135,3 +135,24 @@ func queueState(t *testing.T, rdb *redis.Client, q string) string {
 	}
 	return strings.ReplaceAll(b.String(), q, "Q")
 }
+
+// The joined dequeue makes the library's functions only in the runs that
+// call them (a stale mark stamp, a key with a history): its source is one
+// function, onceq_lib, then the dequeue, which defines none of its own.
+func TestDequeueMakesItsLibraryOnDemand(t *testing.T) {
+	_, sha := asynqScript("dequeue.lua")
+	src := wrappedSource[dequeues[sha].Hash()]
+	i := strings.Index(src, "\n-- asynq v0.26.0's dequeue")
+	if i < 0 {
+		t.Fatal("no dequeue.lua in the joined dequeue's source")
+	}
+	head, body := src[:i+1], src[i+1:]
+	if !strings.HasPrefix(head, "local function onceq_lib()\n") || !strings.HasSuffix(head, "}\nend\n") {
+		t.Errorf("the library is not made on demand: the source starts %q", head[:min(len(head), 60)])
+	}
+	for n, line := range strings.Split(body, "\n") {
+		if code, _, _ := strings.Cut(line, "--"); strings.Contains(code, "function") {
+			t.Errorf("dequeue.lua:%d defines a function at every run: %s", n+1, line)
+		}
+	}
+}

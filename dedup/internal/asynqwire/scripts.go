@@ -79,13 +79,24 @@ var (
 	// claim; it stands in for asynq's script whole.
 	dequeues = func() map[string]*redis.Script {
 		_, sha := asynqScript("dequeue.lua")
-		src := history.Lua + mark.Lua + source("dequeue.lua")
+		src := onDemand(history.Lua+mark.Lua, "history = onceq_history, mark = onceq_mark, mark_word = onceq_mark_word") +
+			source("dequeue.lua")
 		s := redis.NewScript(src)
 		wrappedSource[s.Hash()] = src
 		return map[string]*redis.Script{sha: s}
 	}()
 	recoverScript = redis.NewScript(source("recover.lua"))
 )
+
+// onDemand defines onceq_lib(), which makes the functions lib defines and
+// returns those fields names (Lua table fields: "name = function, ...").
+// A script whose usual run calls none of them makes none: a closure costs
+// at every run of a script that defines it, and more again in Lua's
+// garbage collector (the joined dequeue's library, made at every run,
+// cost 7,500 instructions of its 100,000).
+func onDemand(lib, fields string) string {
+	return "local function onceq_lib()\n" + lib + "return {" + fields + "}\nend\n"
+}
 
 // ackScripts maps asynq's four acknowledgement scripts to each behind
 // lua/ack.lua, with finish (the library's completion script) as finish.

@@ -20,6 +20,8 @@
 --            record for, less clock skew. Since then a mark cannot stand
 --            without its record: a completion after the guard's check left
 --            a record that still lives. "9999999999999": always read.
+-- The library's functions (history, marks) come from onceq_lib() (scripts.go
+-- onDemand), made only in a run that calls them: a fresh task calls none.
 -- The task's hash carries onceq_rec (its record's key), onceq_fp (its
 -- fingerprint), onceq_hist (its key's history) and onceq_inc (its
 -- incarnation, when not the first) when onceq's producer guard enqueued it
@@ -59,9 +61,10 @@ local fp = t[3] or ''
 -- 13-digit ms stamps (2001 to 2286) compare as strings, with no tonumber.
 if t[6] and string.sub(t[6], 1, 13) < ARGV[9] and redis.call('EXISTS', t[2]) == 0 then
   local m = string.sub(t[6], 15)
-  local same, at = onceq_mark().get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
+  local lib = onceq_lib()
+  local same, at = lib.mark().get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
   if same ~= nil then
-    return {t[1], id, 0, t[2], onceq_mark_word(same, at)}
+    return {t[1], id, 0, t[2], lib.mark_word(same, at)}
   end
 end
 local old = redis.call('SET', t[2],
@@ -69,7 +72,7 @@ local old = redis.call('SET', t[2],
   'NX', 'PX', ARGV[6], 'GET')
 if not old then
   if t[4] then
-    onceq_history(t[4], ARGV[8] .. 'a|' .. (t[5] or '1') .. '|', ARGV[6], 'max', true)
+    onceq_lib().history(t[4], ARGV[8] .. 'a|' .. (t[5] or '1') .. '|', ARGV[6], 'max', true)
   end
   return {t[1], id, 1, t[2], fp, t[4] or ''}
 end
