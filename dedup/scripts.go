@@ -29,7 +29,7 @@ var (
 	claimScript     = redis.NewScript(history.Lua + mark.Lua + luaSource("claim.lua"))
 	purgeScript     = mustScript("purge.lua")
 	extendScript    = mustScript("extend.lua")
-	finishScript    = redis.NewScript(history.Lua + mark.Lua + luaSource("finish.lua"))
+	finishScript    = redis.NewScript(history.Lua + mark.Lua + "local KO, AO = 0, 0\n" + luaSource("finish.lua"))
 	reserveScript   = mustScript("reserve.lua")
 	statusScript    = redis.NewScript(mark.Lua + luaSource("status.lua"))
 	forgetScript    = redis.NewScript(mark.Lua + luaSource("forget.lua"))

@@ -1,4 +1,7 @@
 -- End a run: done with its result (Complete) or failed with its cause (Release).
+-- Its keys are KEYS[KO + 1..3] and its arguments ARGV[AO + 1..13]: KO and AO
+-- are 0 when it runs alone (scripts.go), and count asynq's own in the joined
+-- acknowledgement (ack.lua), which so hands it no table of its own.
 -- KEYS[1] -> onceq:{<home>}:ns/id:rec, the packed record
 -- ARGV[1] -> the holder's prefix "r|<token>|<owner>|"
 -- ARGV[2] -> new state: "d" done or "f" failed
@@ -20,26 +23,26 @@
 -- ARGV[10..13] -> the rest of the mark's slot (mark.go Slot): its field, the
 --            4 bytes after the digest, the bucket's time left and end in ms
 -- Returns: 1 written, 0 when the hold is not current (lease lost: nothing written).
-local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+local v = redis.call('GET', KEYS[KO + 1])
+if not v or string.sub(v, 1, #ARGV[AO + 1]) ~= ARGV[AO + 1] then
   return 0
 end
 -- Keep token, owner (the holder's prefix), attempts, first seen and
 -- fingerprint; replace the updated stamp and the grace with the new stamp
 -- and tail. One anchored match after the prefix: a pattern that scans the
 -- record from its end costs more than the rest of this script.
-local kept, fp = string.match(v, '^([^|]*|[^|]*|([^|]*)|)', #ARGV[1] + 1)
-local ttl = ARGV[5]
-if ARGV[2] == 'd' and onceq_marks(KEYS[3]) then
-  ttl = ARGV[8]
-  local fpd = ARGV[9]
+local kept, fp = string.match(v, '^([^|]*|[^|]*|([^|]*)|)', #ARGV[AO + 1] + 1)
+local ttl = ARGV[AO + 5]
+if ARGV[AO + 2] == 'd' and onceq_marks(KEYS[KO + 3]) then
+  ttl = ARGV[AO + 8]
+  local fpd = ARGV[AO + 9]
   if not fpd or fpd == '' then
     fpd = onceq_fpd(fp)
   end
-  onceq_mark_put(KEYS[3], ARGV[5], ARGV[7], ARGV[10], fpd, ARGV[11], ARGV[12], ARGV[13])
+  onceq_mark_put(KEYS[KO + 3], ARGV[AO + 5], ARGV[AO + 7], ARGV[AO + 10], fpd, ARGV[AO + 11], ARGV[AO + 12], ARGV[AO + 13])
 end
-redis.call('SET', KEYS[1], ARGV[2] .. string.sub(ARGV[1], 2) .. kept .. ARGV[3] .. '|' .. ARGV[4], 'PX', ttl)
-if KEYS[2] then
-  onceq_history(KEYS[2], ARGV[6], ARGV[5], ARGV[2] == 'd' and 'done' or 'max', true)
+redis.call('SET', KEYS[KO + 1], ARGV[AO + 2] .. string.sub(ARGV[AO + 1], 2) .. kept .. ARGV[AO + 3] .. '|' .. ARGV[AO + 4], 'PX', ttl)
+if KEYS[KO + 2] then
+  onceq_history(KEYS[KO + 2], ARGV[AO + 6], ARGV[AO + 5], ARGV[AO + 2] == 'd' and 'done' or 'max', true)
 end
 return 1

@@ -156,3 +156,17 @@ func TestDequeueMakesItsLibraryOnDemand(t *testing.T) {
 		}
 	}
 }
+
+// The joined acknowledgement hands the completion its keys and arguments
+// where asynq's call put them (finish(KO, AO)): the one table it builds is
+// its reply, as each table and its strings cost Redis's Lua collector too.
+func TestAckBuildsNoTableForFinish(t *testing.T) {
+	tables := 0
+	for _, line := range strings.Split(source("ack.lua"), "\n") {
+		code, _, _ := strings.Cut(line, "--")
+		tables += strings.Count(code, "{")
+	}
+	if tables > 1 {
+		t.Errorf("ack.lua builds %d tables, want its reply's alone", tables)
+	}
+}

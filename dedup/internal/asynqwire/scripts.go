@@ -103,7 +103,7 @@ func onDemand(lib, fields string) string {
 func ackScripts(finish string) map[string]*redis.Script {
 	// kept: asynq keeps the task's hash (mark-as-complete), so the
 	// library's fields leave it; done deletes it.
-	prelude := history.Lua + mark.Lua + "local function finish(KEYS, ARGV)\n" + finish + "\nend\n"
+	prelude := history.Lua + mark.Lua + "local function finish(KO, AO)\n" + finish + "\nend\n"
 	m := wrapped(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
 	maps.Copy(m, wrapped(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
 	return m

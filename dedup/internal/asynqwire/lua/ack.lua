@@ -16,9 +16,7 @@
 -- asynq's reply is an error: the handler ran.
 -- onceq's fields leave a task's hash that asynq keeps for its retention.
 local n, m = #KEYS, #ARGV
-local done = finish({KEYS[n-2], KEYS[n-1], KEYS[n]},
-  {ARGV[m-12], ARGV[m-11], ARGV[m-10], ARGV[m-9], ARGV[m-8], ARGV[m-7], ARGV[m-6], ARGV[m-5], ARGV[m-4],
-   ARGV[m-3], ARGV[m-2], ARGV[m-1], ARGV[m]})
+local done = finish(n - 3, m - 13) -- its keys and arguments where they are
 local reply = asynq_ack()
 if kept then
   redis.call('HDEL', KEYS[n-3], 'onceq_rec', 'onceq_fp', 'onceq_hist', 'onceq_inc', 'onceq_mark')
