@@ -24,24 +24,27 @@
 --            4 bytes after the digest, the bucket's time left and end in ms
 -- Returns: 1 written, 0 when the hold is not current (lease lost: nothing written).
 local v = redis.call('GET', KEYS[KO + 1])
-if not v or string.sub(v, 1, #ARGV[AO + 1]) ~= ARGV[AO + 1] then
+if not v or string.find(v, ARGV[AO + 1], 1, true) ~= 1 then -- no substring made
   return 0
 end
 -- Keep token, owner (the holder's prefix), attempts, first seen and
--- fingerprint; replace the updated stamp and the grace with the new stamp
--- and tail. One anchored match after the prefix: a pattern that scans the
--- record from its end costs more than the rest of this script.
-local kept, fp = string.match(v, '^([^|]*|[^|]*|([^|]*)|)', #ARGV[AO + 1] + 1)
+-- fingerprint, v from its second byte to e; replace the updated stamp and
+-- the grace with the new stamp and tail. Plain finds from the prefix on,
+-- and one substring: a pattern's captures and each substring are strings
+-- Lua makes and then collects.
+local a = string.find(v, '|', #ARGV[AO + 1] + 1, true)
+local f = string.find(v, '|', a + 1, true)
+local e = string.find(v, '|', f + 1, true)
 local ttl = ARGV[AO + 5]
 if ARGV[AO + 2] == 'd' and onceq_marks(KEYS[KO + 3]) then
   ttl = ARGV[AO + 8]
   local fpd = ARGV[AO + 9]
   if not fpd or fpd == '' then
-    fpd = onceq_fpd(fp)
+    fpd = onceq_fpd(string.sub(v, f + 1, e - 1))
   end
   onceq_mark_put(KEYS[KO + 3], ARGV[AO + 5], ARGV[AO + 7], ARGV[AO + 10], fpd, ARGV[AO + 11], ARGV[AO + 12], ARGV[AO + 13])
 end
-redis.call('SET', KEYS[KO + 1], ARGV[AO + 2] .. string.sub(ARGV[AO + 1], 2) .. kept .. ARGV[AO + 3] .. '|' .. ARGV[AO + 4], 'PX', ttl)
+redis.call('SET', KEYS[KO + 1], ARGV[AO + 2] .. string.sub(v, 2, e) .. ARGV[AO + 3] .. '|' .. ARGV[AO + 4], 'PX', ttl)
 if KEYS[KO + 2] then
   onceq_history(KEYS[KO + 2], ARGV[AO + 6], ARGV[AO + 5], ARGV[AO + 2] == 'd' and 'done' or 'max', true)
 end

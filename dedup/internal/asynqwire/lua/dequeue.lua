@@ -58,8 +58,10 @@ if string.find(id, '|', 1, true) then
   owner = string.gsub(id, '|', '_')
 end
 local fp = t[3] or ''
--- 13-digit ms stamps (2001 to 2286) compare as strings, with no tonumber.
-if t[6] and string.sub(t[6], 1, 13) < ARGV[9] and redis.call('EXISTS', t[2]) == 0 then
+-- 13-digit ms stamps (2001 to 2286) compare as strings, with no tonumber;
+-- onceq_mark, its stamp and then '|', sorts as its stamp against
+-- ARGV[9] (an equal stamp sorts after it), with no substring made.
+if t[6] and t[6] < ARGV[9] and redis.call('EXISTS', t[2]) == 0 then
   local m = string.sub(t[6], 15)
   local lib = onceq_lib()
   local same, at = lib.mark().get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
