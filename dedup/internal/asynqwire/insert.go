@@ -340,10 +340,10 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		now := time.Now()
 		var h mark.Hint
 		if ga.MarkID != "" && ga.MarkDone > 0 {
-			h = mark.Lookup(ga.MarkID, now, ga.MarkDone)
+			h = mark.Lookup(ga.Marks, ga.MarkID, now, ga.MarkDone)
 		}
 		c.call = append(c.call, ga.Head, ga.Inserted, max(ga.HistoryTTL.Milliseconds(), 1), states(ga.Next), max(ga.Incarnation, 1),
-			ga.MarkID, now.UnixMilli(), ga.Holder, h.Done, h.Hashes[0], h.Hashes[1], h.Hashes[2])
+			ga.MarkID, now.UnixMilli(), ga.Holder, h.Done, h.Buckets[0], h.Buckets[1], h.Buckets[2])
 		for _, w := range ga.Windows {
 			rep := "0"
 			if w.Repeats {

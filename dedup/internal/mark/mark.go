@@ -53,28 +53,31 @@ func At(id string, now time.Time, done time.Duration) Slot {
 }
 
 // Hint is what the guard passes get (mark.lua) for the done TTL its
-// producer expects: Done as the registry's field, and the hashes under the
-// registry of the 3 buckets a live mark of the key can be in.
+// producer expects: Done as the registry's field, and the names of the 3
+// buckets' hashes a live mark of the key can be in, the registry's name
+// first: the script then makes no string of them.
 type Hint struct {
-	Done   string
-	Hashes [3]string
+	Done    string
+	Buckets [3]string
 }
 
-// Lookup is the Hint for the key with mark id id at now, for done: the
-// buckets from now's on, b0 to b0 + 2, as get works them out.
-func Lookup(id string, now time.Time, done time.Duration) Hint {
+// Lookup is the Hint for the key with mark id id, under registry reg, at
+// now, for done: the buckets from now's on, b0 to b0 + 2, as get works
+// them out.
+func Lookup(reg, id string, now time.Time, done time.Duration) Hint {
 	d := done.Milliseconds()
 	b0 := now.UnixMilli() / span(d)
-	var a [128]byte
-	buf := strconv.AppendInt(a[:0], d, 10)
+	buf := make([]byte, 0, 20+3*(len(reg)+48))
+	buf = strconv.AppendInt(buf, d, 10)
 	var ends [4]int
 	ends[0] = len(buf)
 	for k := range 3 {
+		buf = append(buf, reg...)
 		buf = appendHash(buf, id, d, b0+int64(k))
 		ends[k+1] = len(buf)
 	}
 	s := string(buf) // one allocation for the four strings
-	return Hint{Done: s[:ends[0]], Hashes: [3]string{s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:]}}
+	return Hint{Done: s[:ends[0]], Buckets: [3]string{s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:]}}
 }
 
 // span is a bucket's length for a done TTL of d ms: ceil(d / 2), so a live

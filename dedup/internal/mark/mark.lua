@@ -85,8 +85,8 @@ local function onceq_mark()
   -- mark ends (ms). A live mark is in one of the 3 buckets from now's on,
   -- per done TTL the registry names with a bucket ending after now. hd,
   -- when given, is a done TTL the caller expects and h0..h2 its buckets'
-  -- hashes under reg (mark.go Lookup): worked out in Go, as a number to
-  -- string and back costs thousands of instructions in Lua.
+  -- hashes, named in full (mark.go Lookup): worked out in Go, as a number
+  -- to string and back costs thousands of instructions in Lua.
   function fns.get(reg, id, fp, at, hd, h0, h1, h2)
     if not onceq_marks(reg) then
       return nil
@@ -110,7 +110,7 @@ local function onceq_mark()
         for k = 0, 2 do
           local key
           if hinted then
-            key = reg .. ((k == 0 and h0) or (k == 1 and h1) or h2)
+            key = (k == 0 and h0) or (k == 1 and h1) or h2
           else
             key = prefix .. string.format('%d', b0 + k)
           end

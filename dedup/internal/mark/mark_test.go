@@ -51,9 +51,9 @@ return {at, e}`)
 		}{{now.UnixMilli(), true}, {now.UnixMilli() + d/2, true}, {e - 1, true}, {e, false}} {
 			// Without a hint, with the one Lookup gives, and with one for
 			// another done TTL (get works this one's buckets out itself).
-			other := Lookup(id, time.UnixMilli(q.at), c.done+time.Second)
-			for _, h := range []Hint{{}, Lookup(id, time.UnixMilli(q.at), c.done), other} {
-				v, err := get.Run(ctx, rdb, []string{reg}, id, q.at, h.Done, h.Hashes[0], h.Hashes[1], h.Hashes[2]).Int64Slice()
+			other := Lookup(reg, id, time.UnixMilli(q.at), c.done+time.Second)
+			for _, h := range []Hint{{}, Lookup(reg, id, time.UnixMilli(q.at), c.done), other} {
+				v, err := get.Run(ctx, rdb, []string{reg}, id, q.at, h.Done, h.Buckets[0], h.Buckets[1], h.Buckets[2]).Int64Slice()
 				switch {
 				case err == redis.Nil && !q.found:
 				case err != nil:

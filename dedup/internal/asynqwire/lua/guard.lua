@@ -46,8 +46,8 @@
 -- ARGV[13] -> now in ms (the producer's clock), for the mark
 -- ARGV[14] -> the holder (the job key), with KEYS[7]
 -- ARGV[15..18] -> the done TTL (ms) the producer expects of the key's marks,
---            and the hashes of the 3 buckets its mark can be in now
---            (internal/mark Lookup), which the lookup then need not work out
+--            and the names of the hashes of the 3 buckets its mark can be in
+--            now (internal/mark Lookup), which the lookup then need not work out
 -- ARGV[17+2i], ARGV[18+2i] -> rule i's window in ms, and "1" when a repeat of
 --            its holder is refused too (Rule.Repeats), "2" when it is refused
 --            once the key has forgotten the job (Rule.OutlastsKey: no done
@@ -195,7 +195,9 @@ if KEYS[7] then
   if inc > 0 then
     redis.call('DEL', KEYS[9])
   end
-  onceq_history(KEYS[8], ARGV[7] .. ARGV[8], ARGV[9], 'max')
+  if onceq_keeps(KEYS[8]) then -- else no entry is made: a string Lua collects
+    onceq_history(KEYS[8], ARGV[7] .. ARGV[8], ARGV[9], 'max')
+  end
 end
 if #KEYS <= W then
   return n
