@@ -287,7 +287,7 @@ func (j *joiner) ack(ctx context.Context, sha string, p *parked, keys []string, 
 		j.record(p, err)
 		return j.store.rdb.EvalSha(ctx, sha, keys, args...)
 	}
-	if r, ok := RunFromContext(p.ctx); ok && r.Key == p.h.Key && c.Mark.Hash != "" {
+	if r, ok := RunFromContext(p.ctx); ok && r.Key == p.h.Key && c.Mark.Bucket != "" {
 		c.MarkFP = markFP(r.Fingerprint) // the claim wrote it into the record
 	}
 	if !noHist {

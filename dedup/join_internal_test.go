@@ -176,7 +176,7 @@ func TestCompletionBuildsWhatItSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.History != noneKey(h.Key) || c.Marks != markKey(h.Key) || c.Mark.Hash == "" {
+	if c.History != noneKey(h.Key) || c.Marks != markKey(h.Key) || c.Mark.Bucket == "" {
 		t.Fatalf("completion names history %q, marks %q, mark %+v", c.History, c.Marks, c.Mark)
 	}
 	t.Logf("%v allocations", n)

@@ -250,7 +250,7 @@ func (s *redisStore) complete(ctx context.Context, h storage.Hold, result []byte
 	}
 	n, err := finishScript.Run(ctx, s.rdb, []string{c.Record, c.History, c.Marks},
 		c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(),
-		workerEntry(ctx, h.Key, outcomeCompleted, ""), c.Mark.Hash, c.ResultTTL.Milliseconds(), "",
+		workerEntry(ctx, h.Key, outcomeCompleted, ""), c.Mark.Bucket, c.ResultTTL.Milliseconds(), "",
 		c.Mark.Field, c.Mark.Offset, c.Mark.TTL, c.Mark.Ends).Int64()
 	return s.finish(ctx, opComplete, outcomeCompleted, h, n, err)
 }
@@ -282,7 +282,7 @@ func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Du
 	}
 	if s.marks && mark.Used(ttl, keep) {
 		c.Marks = markKey(h.Key)
-		c.Mark = mark.At(markID(h.Key), c.Now, ttl)
+		c.Mark = mark.At(c.Marks, markID(h.Key), c.Now, ttl)
 		c.ResultTTL = keep
 	} else {
 		if none == "" {

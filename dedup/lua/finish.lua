@@ -14,8 +14,8 @@
 --            a failed run's at least the failed TTL (a retry may follow)
 -- KEYS[3] -> onceq:{<home>}:mark:<ns>/, the key's mark registry
 --            (internal/mark), with
--- ARGV[7] -> the hash of the key's mark under the registry (mark.go Slot:
---            "<sub>:<done TTL ms>:<bucket>") and
+-- ARGV[7] -> the hash of the key's mark's bucket, named in full (mark.go
+--            Slot: "<registry><sub>:<done TTL ms>:<bucket>") and
 -- ARGV[8] -> the result TTL in ms: a done record then lives this long and
 --            its compact mark to the done TTL. KEYS[3] absent or "": no mark.
 -- ARGV[9] -> the fingerprint's digest (internal/mark onceq_fpd), when the

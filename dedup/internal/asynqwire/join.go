@@ -122,7 +122,7 @@ type Acks map[string]*redis.Script
 // NewAcks builds the joined acknowledgements around finish, the library's
 // completion script (KEYS[1] the record, KEYS[2] the history, KEYS[3] the
 // mark registry; ARGV holder prefix, state, now ms, result, TTL ms,
-// history entry, the mark's hash, result TTL ms, fingerprint digest, the
+// history entry, the mark's bucket, result TTL ms, fingerprint digest, the
 // rest of the mark's slot: field, offset, time left, end).
 func NewAcks(finish string) Acks { return ackScripts(finish) }
 
@@ -165,7 +165,7 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, ke
 	call = append(call, TaskKey(queue, id), c.Record, c.History, c.Marks)
 	call = append(call, args...)
 	call = append(call, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry,
-		c.Mark.Hash, c.ResultTTL.Milliseconds(), c.MarkFP, c.Mark.Field, c.Mark.Offset, c.Mark.TTL, c.Mark.Ends)
+		c.Mark.Bucket, c.ResultTTL.Milliseconds(), c.MarkFP, c.Mark.Field, c.Mark.Offset, c.Mark.TTL, c.Mark.Ends)
 	v, err := run(ctx, rdb, a[sha], call).Result()
 	if err != nil {
 		return 0, nil, err

@@ -26,22 +26,24 @@ var Lua = lua
 const MaxDone = 2 * (1<<32 - 1) * time.Millisecond
 
 // Slot is where a completion puts a key's mark, as onceq_mark_put takes
-// it: the hash <registry><Hash>, the field, the 4 bytes after the
+// it: the bucket's hash, named in full (the registry's name first, so the
+// script makes no string of it), the field, the 4 bytes after the
 // fingerprint's digest in its value, and the bucket's end (ms) and its
 // time left (ms) as decimal strings.
-type Slot struct{ Hash, Field, Offset, TTL, Ends string }
+type Slot struct{ Bucket, Field, Offset, TTL, Ends string }
 
 // At is the slot of the mark of the key with mark id id (dedup/keys.go
-// markID), done at now for done: the bucket of its expiry e, e's offset in
-// it. mark.lua's get reads the same buckets.
-func At(id string, now time.Time, done time.Duration) Slot {
+// markID) under registry reg, done at now for done: the bucket of its
+// expiry e, e's offset in it. mark.lua's get reads the same buckets.
+func At(reg, id string, now time.Time, done time.Duration) Slot {
 	d, ms := done.Milliseconds(), now.UnixMilli()
 	g := span(d)
 	e := ms + d
 	b := e / g
 	ends := (b + 1) * g
 	// One allocation for the four strings: a completion runs this per task.
-	buf := appendHash(make([]byte, 0, 64), id, d, b)
+	var a [192]byte // on the stack, for a namespace up to about 80 bytes
+	buf := appendHash(append(a[:0], reg...), id, d, b)
 	h := len(buf)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(e-b*g))
 	o := len(buf)
@@ -49,7 +51,7 @@ func At(id string, now time.Time, done time.Duration) Slot {
 	t := len(buf)
 	buf = strconv.AppendInt(buf, ends, 10)
 	s := string(buf)
-	return Slot{Hash: s[:h], Field: id[4:], Offset: s[h:o], TTL: s[o:t], Ends: s[t:]}
+	return Slot{Bucket: s[:h], Field: id[4:], Offset: s[h:o], TTL: s[o:t], Ends: s[t:]}
 }
 
 // Hint is what the guard passes get (mark.lua) for the done TTL its
@@ -67,8 +69,8 @@ type Hint struct {
 func Lookup(reg, id string, now time.Time, done time.Duration) Hint {
 	d := done.Milliseconds()
 	b0 := now.UnixMilli() / span(d)
-	buf := make([]byte, 0, 20+3*(len(reg)+48))
-	buf = strconv.AppendInt(buf, d, 10)
+	var a [448]byte // on the stack, for a namespace up to about 80 bytes
+	buf := strconv.AppendInt(a[:0], d, 10)
 	var ends [4]int
 	ends[0] = len(buf)
 	for k := range 3 {

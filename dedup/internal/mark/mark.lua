@@ -42,18 +42,17 @@ local function onceq_fpd(fp)
   return onceq_u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
 end
 
--- onceq_mark_put(reg, dur, slot, field, fpd, off, pttl, ends): the key,
+-- onceq_mark_put(reg, dur, key, field, fpd, off, pttl, ends): the key,
 -- whose fingerprint's digest is fpd (onceq_fpd), is remembered by its mark
--- in the hash <reg><slot> (slot "<sub>:<dur>:<bucket>") as field, with
--- value fpd .. off, until the bucket's end, ends (ms), pttl ms from now.
--- Go works the slot out (mark.go At; get below works the same buckets
--- out itself): number to string and back are sprintf and strtod, a few
--- thousand instructions each, and every completion runs this. A
+-- in the hash key (its bucket's, "<reg><sub>:<dur>:<bucket>") as field,
+-- with value fpd .. off, until the bucket's end, ends (ms), pttl ms from
+-- now. Go works the slot out (mark.go At; get below works the same
+-- buckets out itself): number to string and back are sprintf and strtod,
+-- a few thousand instructions each, and every completion runs this. A
 -- bucket's first mark sets its expiry (NX) and names it in the registry
 -- (dur, the done TTL as a decimal string, its field); the others are two
 -- calls, HSET and PEXPIRE.
-local function onceq_mark_put(reg, dur, slot, field, fpd, off, pttl, ends)
-  local key = reg .. slot
+local function onceq_mark_put(reg, dur, key, field, fpd, off, pttl, ends)
   redis.call('HSET', key, field, fpd .. off)
   if redis.call('PEXPIRE', key, pttl, 'NX') == 0 then
     return -- not the bucket's first mark: the registry names it

@@ -39,9 +39,9 @@ return {at, e}`)
 		reg := "onceq:{t}:mark:ns" + strconv.Itoa(i) + "/"
 		id := fmt.Sprintf("0abc%012d", i) // 4 hex digits of sub-hash, a 12-byte digest
 		now := time.UnixMilli(base + c.at)
-		s := At(id, now, c.done)
+		s := At(reg, id, now, c.done)
 		d := c.done.Milliseconds()
-		if err := put.Run(ctx, rdb, []string{reg}, d, s.Hash, s.Field, s.Offset, s.TTL, s.Ends).Err(); err != nil {
+		if err := put.Run(ctx, rdb, []string{reg}, d, s.Bucket, s.Field, s.Offset, s.TTL, s.Ends).Err(); err != nil {
 			t.Fatal(err)
 		}
 		e := now.UnixMilli() + d
