@@ -96,12 +96,14 @@ func (g *enqueueGuard) withRules(rules []*Rule, holder string) {
 // followed by another insert (the producer replaces the task: refused and
 // replaceable), so that only the insert records.
 func (g *enqueueGuard) recording(ctx context.Context, j Job, in insert) {
-	g.head, g.unique, g.incarnation, g.history = enqueueHead(ctx), j.Unique, in.incarnation, j.History
-	reason := ""
-	if slices.Contains(in.replace, "pending") {
-		reason = "replaced"
+	g.unique, g.incarnation, g.history = j.Unique, in.incarnation, j.History
+	if j.History { // else the guard names no history: no entry is built
+		reason := ""
+		if slices.Contains(in.replace, "pending") {
+			reason = "replaced"
+		}
+		g.head, g.inserted = enqueueHead(ctx), history.Tail(string(Enqueued), in.incarnation, reason)
 	}
-	g.inserted = history.Tail(string(Enqueued), in.incarnation, reason)
 	if in.last {
 		return
 	}
