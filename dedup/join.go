@@ -117,7 +117,7 @@ func joining(rdb redis.UniversalClient, store storage.Store, m *Middleware) redi
 	j := &joiner{cluster: cluster, m: m, store: s, dequeues: true, acks: ackJoins, claims: map[taskRef]joinedClaim{}, parked: map[taskRef]*parked{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	j.claim = asynqwire.Claim{OwnerPrefix: bootOwner + "/", TTL: m.opts.Lease + s.opts.FailedTTL, Grace: s.opts.FailedTTL,
-		Fresh: markFresh(s.opts.ResultTTL, m.types)}
+		Fresh: markFresh(s.opts.ResultTTL, m.types)}.Fixed()
 	m.join = j
 	go j.sweep()
 	return joiningClient{UniversalClient: rdb, j: j}

@@ -42,6 +42,15 @@ type Claim struct {
 	// Fresh: a task the producer's guard checked less than Fresh ago has
 	// its key's compact marks left unread (lua/dequeue.lua ARGV[9]).
 	Fresh time.Duration
+	// fixed: OwnerPrefix, TTL and Grace (ms) as go-redis takes them, boxed
+	// once (Fixed) rather than for every dequeue.
+	fixed *[3]any
+}
+
+// Fixed is c with the values every dequeue sends alike boxed once.
+func (c Claim) Fixed() Claim {
+	c.fixed = &[3]any{c.OwnerPrefix, c.TTL.Milliseconds(), c.Grace.Milliseconds()}
+	return c
 }
 
 // Dequeued is a task the joined dequeue popped.
@@ -73,8 +82,13 @@ func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []
 	if !ok {
 		return Dequeued{}, fmt.Errorf("dedup: joined dequeue of keys %q", keys)
 	}
-	v, err := run(ctx, rdb, dequeues[sha], []any{nil, nil, 4, k[0], k[1], k[2], k[3], args[0], args[1], c.OwnerPrefix,
-		c.Token, c.Now.UnixMilli(), c.TTL.Milliseconds(), c.Grace.Milliseconds(), c.Head, fresh}).Result()
+	call := []any{nil, nil, 4, k[0], k[1], k[2], k[3], args[0], args[1], nil, c.Token, c.Now.UnixMilli(), nil, nil, c.Head, fresh}
+	if c.fixed != nil {
+		call[9], call[12], call[13] = c.fixed[0], c.fixed[1], c.fixed[2]
+	} else {
+		call[9], call[12], call[13] = c.OwnerPrefix, c.TTL.Milliseconds(), c.Grace.Milliseconds()
+	}
+	v, err := run(ctx, rdb, dequeues[sha], call).Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
 		// This Redis cannot run the joined script: asynq's own, once.
