@@ -166,17 +166,19 @@ type Completion struct {
 func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, sha string, keys []string, args []any, c Completion) (written int64, reply any, err error) {
 	queue, id, _ := AckCall(keys, args)
 	args = args[:len(args):len(args)]
+	task := keys[0]     // done deletes the task's hash: ack.lua reads no name of it
 	if len(args) == 5 { // mark-as-complete: ARGV[4] is the copy asynq retains
 		if msg, ok := args[3].([]byte); ok {
 			args[3] = WithoutPayload(msg)
 		}
+		task = TaskKey(queue, id) // whose onceq fields ack.lua deletes
 	}
 	call := make([]any, 0, 3+len(keys)+4+len(args)+13)
 	call = append(call, nil, nil, len(keys)+4)
 	for _, k := range keys {
 		call = append(call, k)
 	}
-	call = append(call, TaskKey(queue, id), c.Record, c.History, c.Marks)
+	call = append(call, task, c.Record, c.History, c.Marks)
 	call = append(call, args...)
 	call = append(call, c.Holder, "d", c.Now.UnixMilli(), c.Result, c.TTL.Milliseconds(), c.Entry,
 		c.Mark.Bucket, c.ResultTTL.Milliseconds(), c.MarkFP, c.Mark.Field, c.Mark.Offset, c.Mark.TTL, c.Mark.Ends)

@@ -3,7 +3,8 @@
 -- mark-as-complete, which keeps the task's hash; false for done, which
 -- deletes it), and asynq's script, unchanged, as asynq_ack above this).
 -- KEYS[1..n-4], ARGV[1..m-13] -> asynq's own
--- KEYS[n-3] -> the task's hash, asynq:{<queue>}:t:<id>
+-- KEYS[n-3] -> the task's hash, asynq:{<queue>}:t:<id>, where asynq keeps it
+--             (kept); else another key of the queue's slot, unread
 -- KEYS[n-2] -> the task's idempotency record
 -- KEYS[n-1] -> the key's history
 -- KEYS[n]   -> the key's mark registry (onceq:{<home>}: no mark)
