@@ -273,22 +273,18 @@ func (s *redisStore) completion(h storage.Hold, result []byte, ttl, keep time.Du
 		TTL: ttl, ResultTTL: ttl}
 	// Each key name is built only where it is sent: a task's completion
 	// is the worker's most frequent call.
-	none := ""
+	marks := s.marks && mark.Used(ttl, keep)
+	if !hist || !marks {
+		none := noneKey(h.Key)
+		c.History, c.Marks = none, none
+	}
 	if hist {
 		c.History = historyKey(h.Key)
-	} else {
-		none = noneKey(h.Key)
-		c.History = none
 	}
-	if s.marks && mark.Used(ttl, keep) {
+	if marks {
 		c.Marks = markKey(h.Key)
 		c.Mark = mark.At(c.Marks, markID(h.Key), c.Now, ttl)
 		c.ResultTTL = keep
-	} else {
-		if none == "" {
-			none = noneKey(h.Key)
-		}
-		c.Marks = none
 	}
 	return c, nil
 }

@@ -82,13 +82,11 @@ func Dequeue(ctx context.Context, rdb redis.UniversalClient, sha string, keys []
 	if !ok {
 		return Dequeued{}, fmt.Errorf("dedup: joined dequeue of keys %q", keys)
 	}
-	call := []any{nil, nil, 4, k[0], k[1], k[2], k[3], args[0], args[1], nil, c.Token, c.Now.UnixMilli(), nil, nil, c.Head, fresh}
-	if c.fixed != nil {
-		call[9], call[12], call[13] = c.fixed[0], c.fixed[1], c.fixed[2]
-	} else {
-		call[9], call[12], call[13] = c.OwnerPrefix, c.TTL.Milliseconds(), c.Grace.Milliseconds()
+	if c.fixed == nil {
+		c = c.Fixed()
 	}
-	v, err := run(ctx, rdb, dequeues[sha], call).Result()
+	v, err := run(ctx, rdb, dequeues[sha], []any{nil, nil, 4, k[0], k[1], k[2], k[3], args[0], args[1], c.fixed[0],
+		c.Token, c.Now.UnixMilli(), c.fixed[1], c.fixed[2], c.Head, fresh}).Result()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "script") {
 		// This Redis cannot run the joined script: asynq's own, once.

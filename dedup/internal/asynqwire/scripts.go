@@ -89,7 +89,7 @@ var (
 )
 
 // onDemand defines onceq_lib(), which makes the functions lib defines and
-// returns those fields names (Lua table fields: "name = function, ...").
+// returns them as the table fields names ("name = function, ...").
 // A script whose usual run calls none of them makes none: a closure costs
 // at every run of a script that defines it, and more again in Lua's
 // garbage collector (the joined dequeue's library, made at every run,
