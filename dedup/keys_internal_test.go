@@ -72,7 +72,7 @@ func TestMarkDigests(t *testing.T) {
 	}
 	rdb := redistest.Client(t)
 	for _, fp := range []string{"", "fp-a", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"} {
-		lua, err := redis.NewScript(mark.Lua+"return onceq_fpd(ARGV[1])").Run(context.Background(), rdb, nil, fp).Text()
+		lua, err := redis.NewScript(mark.Read+"return onceq_fpd(ARGV[1])").Run(context.Background(), rdb, nil, fp).Text()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,12 +26,12 @@ func mustScript(name string) *redis.Script { return redis.NewScript(luaSource(na
 var (
 	// Claims and ends of runs append to the key's history (internal/history).
 	// Claims and completions read and write compact marks (internal/mark).
-	claimScript     = redis.NewScript(history.Lua + mark.Lua + luaSource("claim.lua"))
+	claimScript     = redis.NewScript(history.Lua + mark.Read + luaSource("claim.lua"))
 	purgeScript     = mustScript("purge.lua")
 	extendScript    = mustScript("extend.lua")
-	finishScript    = redis.NewScript(history.Lua + mark.Lua + "local KO, AO = 0, 0\n" + luaSource("finish.lua"))
+	finishScript    = redis.NewScript(history.Lua + mark.Write + "local KO, AO = 0, 0\n" + luaSource("finish.lua"))
 	reserveScript   = mustScript("reserve.lua")
-	statusScript    = redis.NewScript(mark.Lua + luaSource("status.lua"))
-	forgetScript    = redis.NewScript(mark.Lua + luaSource("forget.lua"))
+	statusScript    = redis.NewScript(mark.Read + luaSource("status.lua"))
+	forgetScript    = redis.NewScript(mark.Del + luaSource("forget.lua"))
 	unreserveScript = mustScript("unreserve.lua")
 )

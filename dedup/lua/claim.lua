@@ -54,7 +54,7 @@ if v then
     fp = ofp
   end
 elseif KEYS[3] then
-  local same, at = onceq_mark().get(KEYS[3], ARGV[9], ARGV[1], ARGV[4])
+  local same, at = onceq_mark_get(KEYS[3], ARGV[9], ARGV[1], ARGV[4])
   if same ~= nil then
     return {0, onceq_mark_word(same, at), -1}
   end

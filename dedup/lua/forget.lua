@@ -4,4 +4,4 @@
 -- ARGV[1] -> the key's mark id
 -- ARGV[2] -> now in ms
 -- Returns: how many were there.
-return redis.call('DEL', KEYS[1], KEYS[2]) + onceq_mark().del(KEYS[3], ARGV[1], ARGV[2])
+return redis.call('DEL', KEYS[1], KEYS[2]) + onceq_mark_del(KEYS[3], ARGV[1], ARGV[2])

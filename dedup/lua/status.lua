@@ -9,7 +9,7 @@
 -- that has one; {mark word (onceq_mark_word), -1, the mark's end}; or {}
 -- for neither.
 local v = redis.call('GET', KEYS[1])
-local same, at, e = onceq_mark().get(KEYS[2], ARGV[1], ARGV[3] or '', ARGV[2])
+local same, at, e = onceq_mark_get(KEYS[2], ARGV[1], ARGV[3] or '', ARGV[2])
 if v then
   if string.sub(v, 1, 2) == 'd|' and e then
     return {v, redis.call('PTTL', KEYS[1]), e}

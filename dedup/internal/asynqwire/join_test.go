@@ -3,6 +3,7 @@ package asynqwire
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -168,5 +169,38 @@ func TestAckBuildsNoTableForFinish(t *testing.T) {
 	}
 	if tables > 1 {
 		t.Errorf("ack.lua builds %d tables, want its reply's alone", tables)
+	}
+}
+
+// The task path's scripts define no function they never call: each is a
+// closure Redis's Lua makes at every run, and collects after it.
+func TestTaskPathScriptsDefineWhatTheyCall(t *testing.T) {
+	finish, err := os.ReadFile("../../lua/finish.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := map[string]string{}
+	for _, set := range []map[string]*redis.Script{guards, successors, dequeues, NewAcks(string(finish))} {
+		for _, s := range set {
+			scripts[s.Hash()] = wrappedSource[s.Hash()]
+		}
+	}
+	for sha, src := range scripts {
+		var code strings.Builder // without comments
+		for _, line := range strings.Split(src, "\n") {
+			c, _, _ := strings.Cut(line, "--")
+			code.WriteString(c + "\n")
+		}
+		src = code.String()
+		for _, line := range strings.Split(src, "\n") {
+			fn, ok := strings.CutPrefix(strings.TrimSpace(line), "local function ")
+			if !ok {
+				continue
+			}
+			name := fn[:strings.IndexByte(fn, '(')]
+			if strings.Count(src, name) < 2 {
+				t.Errorf("script %s defines %s and never calls it", sha[:8], name)
+			}
+		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/onceq/onceq/dedup/internal/mark"
 )
 
-var resetScript = redis.NewScript(history.Lua + mark.Lua + source("reset.lua"))
+var resetScript = redis.NewScript(history.Lua + mark.Del + source("reset.lua"))
 
 // ResetArgs are one key's reset (lua/reset.lua).
 type ResetArgs struct {

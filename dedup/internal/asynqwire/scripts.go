@@ -59,10 +59,10 @@ var wrappedSource = map[string]string{}
 
 var (
 	// guards: asynq's enqueue and schedule, each behind lua/guard.lua.
-	guards = wrapped(history.Lua+mark.Lua, "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
+	guards = wrapped(history.Lua+mark.Read, "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
 	// successors: asynq's enqueue and schedule, each behind
-	// lua/successor.lua, with lua/promote.lua.
-	successors = wrapped(history.Lua+source("promote.lua"), "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
+	// lua/successor.lua.
+	successors = wrapped(history.Lua, "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
 	// guardSHAs are the guards' own SHA-1s: their calls pass the hook.
 	guardSHAs = func() map[string]bool {
 		m := map[string]bool{}
@@ -79,7 +79,7 @@ var (
 	// claim; it stands in for asynq's script whole.
 	dequeues = func() map[string]*redis.Script {
 		_, sha := asynqScript("dequeue.lua")
-		src := onDemand(history.Lua+mark.Lua, "history = onceq_history, mark = onceq_mark, mark_word = onceq_mark_word") +
+		src := onDemand(history.Lua+mark.Read, "history = onceq_history, mark_get = onceq_mark_get, mark_word = onceq_mark_word") +
 			source("dequeue.lua")
 		s := redis.NewScript(src)
 		wrappedSource[s.Hash()] = src
@@ -103,7 +103,7 @@ func onDemand(lib, fields string) string {
 func ackScripts(finish string) map[string]*redis.Script {
 	// kept: asynq keeps the task's hash (mark-as-complete), so the
 	// library's fields leave it; done deletes it.
-	prelude := history.Lua + mark.Lua + "local function finish(KO, AO)\n" + finish + "\nend\n"
+	prelude := history.Lua + mark.Write + "local function finish(KO, AO)\n" + finish + "\nend\n"
 	m := wrapped(prelude+"local kept = false\n", "asynq_ack", "ack.lua", "done.lua", "done-unique.lua")
 	maps.Copy(m, wrapped(prelude+"local kept = true\n", "asynq_ack", "ack.lua", "mark-as-complete.lua", "mark-as-complete-unique.lua"))
 	return m

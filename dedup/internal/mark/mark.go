@@ -2,23 +2,42 @@
 // remembers the key after its full record (and result) expired, until its
 // done TTL ends, in tens of bytes (mark.lua says how). Go builds the
 // registry key and the mark id (dedup/keys.go), and a completion's slot
-// (At); every script reads and writes marks through the Lua functions in
-// Lua.
+// (At); every script reads and writes marks through mark.lua's Lua
+// functions (Read, Write, Del).
 package mark
 
 import (
 	_ "embed"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"time"
 )
 
 //go:embed mark.lua
 var lua string
 
-// Lua defines onceq_marks, onceq_mark_put, onceq_mark() (get and del) and
-// onceq_mark_word (mark.lua), to go first in every script that uses marks.
-var Lua = lua
+// The parts of mark.lua, each to go first in a script that calls it, with
+// onceq_marks and onceq_fpd: Read defines onceq_mark_get and
+// onceq_mark_word, Write onceq_mark_put, Del onceq_mark_del. A script
+// takes one, as each function it defines is a closure made at every run.
+var (
+	Read  = part("read")
+	Write = part("write")
+	Del   = part("del")
+)
+
+// part is mark.lua's first part, up to its first "-- @" line, then the one
+// from "-- @<name>:" to the next.
+func part(name string) string {
+	base, rest, _ := strings.Cut(lua, "\n-- @")
+	_, p, ok := strings.Cut("\n-- @"+rest, "\n-- @"+name+":")
+	if !ok {
+		panic("mark.lua has no part " + name) // embedded at build time
+	}
+	p, _, _ = strings.Cut(p, "\n-- @")
+	return base + "\n-- @" + name + ":" + p + "\n"
+}
 
 // MaxDone is the longest done TTL a mark can carry: a bucket spans half of
 // it, and a mark's offset in its bucket is 4 bytes of ms. A longer done TTL
@@ -34,7 +53,7 @@ type Slot struct{ Bucket, Field, Offset, TTL, Ends string }
 
 // At is the slot of the mark of the key with mark id id (dedup/keys.go
 // markID) under registry reg, done at now for done: the bucket of its
-// expiry e, e's offset in it. mark.lua's get reads the same buckets.
+// expiry e, e's offset in it. onceq_mark_get (mark.lua) reads the same buckets.
 func At(reg, id string, now time.Time, done time.Duration) Slot {
 	d, ms := done.Milliseconds(), now.UnixMilli()
 	g := span(d)
@@ -54,7 +73,7 @@ func At(reg, id string, now time.Time, done time.Duration) Slot {
 	return Slot{Bucket: s[:h], Field: id[4:], Offset: s[h:o], TTL: s[o:t], Ends: s[t:]}
 }
 
-// Hint is what the guard passes get (mark.lua) for the done TTL its
+// Hint is what the guard passes onceq_mark_get (mark.lua) for the done TTL its
 // producer expects: Done as the registry's field, and the names of the 3
 // buckets' hashes a live mark of the key can be in, the registry's name
 // first: the script then makes no string of them.
@@ -64,7 +83,7 @@ type Hint struct {
 }
 
 // Lookup is the Hint for the key with mark id id, under registry reg, at
-// now, for done: the buckets from now's on, b0 to b0 + 2, as get works
+// now, for done: the buckets from now's on, b0 to b0 + 2, as onceq_mark_get works
 // them out.
 func Lookup(reg, id string, now time.Time, done time.Duration) Hint {
 	d := done.Milliseconds()

@@ -13,6 +13,9 @@
 -- digest of the fingerprint ("\0\0\0\0" for none) and e minus the bucket's
 -- start (ms, big-endian), so a mark ends to the millisecond.
 -- Times are the caller's clock (ms), as the record's stamps.
+-- The file is in parts, each from its "-- @<part>:" line: a script takes
+-- this first one and the part it calls (mark.go), no more, as every
+-- function a script defines is a closure made at each of its runs.
 local MARK_NONE = '\0\0\0\0'
 
 -- onceq_marks(reg): whether reg names a registry. "" or a name ending in
@@ -42,11 +45,12 @@ local function onceq_fpd(fp)
   return onceq_u32(tonumber(string.sub(redis.sha1hex(fp), 1, 8), 16))
 end
 
+-- @write: what a completion runs.
 -- onceq_mark_put(reg, dur, key, field, fpd, off, pttl, ends): the key,
 -- whose fingerprint's digest is fpd (onceq_fpd), is remembered by its mark
 -- in the hash key (its bucket's, "<reg><sub>:<dur>:<bucket>") as field,
 -- with value fpd .. off, until the bucket's end, ends (ms), pttl ms from
--- now. Go works the slot out (mark.go At; get below works the same
+-- now. Go works the slot out (mark.go At; onceq_mark_get works the same
 -- buckets out itself): number to string and back are sprintf and strtod,
 -- a few thousand instructions each, and every completion runs this. A
 -- bucket's first mark sets its expiry (NX) and names it in the registry
@@ -67,101 +71,88 @@ local function onceq_mark_put(reg, dur, key, field, fpd, off, pttl, ends)
   end
 end
 
--- onceq_mark() returns the functions below (get, del), made on its first
--- call in a run: a closure costs at every run of a script that defines
--- it, and most runs read no mark. They loop over the buckets inline, with
--- no callback: a closure with upvalues per lookup cost as much as a call.
-local onceq_mark_fns
-local function onceq_mark()
-  if onceq_mark_fns then
-    return onceq_mark_fns
-  end
-  local fns = {}
-
-  -- get(reg, id, fp, at, hd, h0, h1, h2): nil when the key has no live
-  -- mark (or reg names none), else whether fp is the marked content
-  -- (either "" counts as the same), when the job was done and when the
-  -- mark ends (ms). A live mark is in one of the 3 buckets from now's on,
-  -- per done TTL the registry names with a bucket ending after now. hd,
-  -- when given, is a done TTL the caller expects and h0..h2 its buckets'
-  -- hashes, named in full (mark.go Lookup): worked out in Go, as a number
-  -- to string and back costs thousands of instructions in Lua.
-  function fns.get(reg, id, fp, at, hd, h0, h1, h2)
-    if not onceq_marks(reg) then
-      return nil
-    end
-    local now
-    local ds = redis.call('HGETALL', reg)
-    local field = string.sub(id, 5)
-    for i = 1, #ds, 2 do
-      local ends = ds[i + 1]
-      -- Decimal ms of as many digits compare as strings.
-      if (#ends == #at and ends > at) or (#ends ~= #at and tonumber(ends) > tonumber(at)) then
-        local hinted = ds[i] == hd
-        local d, g, b0, prefix
-        if not hinted then
-          now = now or tonumber(at)
-          d = tonumber(ds[i])
-          g = math.ceil(d / 2)
-          b0 = math.floor(now / g)
-          prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
-        end
-        for k = 0, 2 do
-          local key
-          if hinted then
-            key = (k == 0 and h0) or (k == 1 and h1) or h2
-          else
-            key = prefix .. string.format('%d', b0 + k)
-          end
-          local v = redis.call('HGET', key, field)
-          if v then
-            if hinted then
-              now = now or tonumber(at)
-              d = tonumber(ds[i])
-              g = math.ceil(d / 2)
-              b0 = math.floor(now / g)
-            end
-            local x1, x2, x3, x4 = string.byte(v, 5, 8)
-            local e = (b0 + k) * g + ((x1 * 256 + x2) * 256 + x3) * 256 + x4
-            if e > now then
-              local s = string.sub(v, 1, 4)
-              return s == MARK_NONE or fp == '' or s == onceq_fpd(fp), e - d, e
-            end
-          end
-        end
-      end
-    end
+-- @read: what a lookup runs.
+-- onceq_mark_get(reg, id, fp, at, hd, h0, h1, h2): nil when the key has no live
+-- mark (or reg names none), else whether fp is the marked content
+-- (either "" counts as the same), when the job was done and when the
+-- mark ends (ms). A live mark is in one of the 3 buckets from now's on,
+-- per done TTL the registry names with a bucket ending after now. hd,
+-- when given, is a done TTL the caller expects and h0..h2 its buckets'
+-- hashes, named in full (mark.go Lookup): worked out in Go, as a number
+-- to string and back costs thousands of instructions in Lua.
+local function onceq_mark_get(reg, id, fp, at, hd, h0, h1, h2)
+  if not onceq_marks(reg) then
     return nil
   end
-
-  -- del(reg, id, now): the key's marks go; returns how many.
-  function fns.del(reg, id, at)
-    if not onceq_marks(reg) then
-      return 0
-    end
-    local now = tonumber(at)
-    local n = 0
-    local ds = redis.call('HGETALL', reg)
-    local field = string.sub(id, 5)
-    for i = 1, #ds, 2 do
-      if tonumber(ds[i + 1]) > now then
-        local g = math.ceil(tonumber(ds[i]) / 2)
-        local b0 = math.floor(now / g)
-        local prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
-        for b = b0, b0 + 2 do
-          n = n + redis.call('HDEL', prefix .. string.format('%d', b), field)
+  local now
+  local ds = redis.call('HGETALL', reg)
+  local field = string.sub(id, 5)
+  for i = 1, #ds, 2 do
+    local ends = ds[i + 1]
+    -- Decimal ms of as many digits compare as strings.
+    if (#ends == #at and ends > at) or (#ends ~= #at and tonumber(ends) > tonumber(at)) then
+      local hinted = ds[i] == hd
+      local d, g, b0, prefix
+      if not hinted then
+        now = now or tonumber(at)
+        d = tonumber(ds[i])
+        g = math.ceil(d / 2)
+        b0 = math.floor(now / g)
+        prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
+      end
+      for k = 0, 2 do
+        local key
+        if hinted then
+          key = (k == 0 and h0) or (k == 1 and h1) or h2
+        else
+          key = prefix .. string.format('%d', b0 + k)
+        end
+        local v = redis.call('HGET', key, field)
+        if v then
+          if hinted then
+            now = now or tonumber(at)
+            d = tonumber(ds[i])
+            g = math.ceil(d / 2)
+            b0 = math.floor(now / g)
+          end
+          local x1, x2, x3, x4 = string.byte(v, 5, 8)
+          local e = (b0 + k) * g + ((x1 * 256 + x2) * 256 + x3) * 256 + x4
+          if e > now then
+            local s = string.sub(v, 1, 4)
+            return s == MARK_NONE or fp == '' or s == onceq_fpd(fp), e - d, e
+          end
         end
       end
     end
-    return n
   end
-
-  onceq_mark_fns = fns
-  return fns
+  return nil
 end
 
 -- onceq_mark_word(same, at): the mark as a script answers it in place of a
 -- record (dedup/record.go reads it): "m|<1 same, 0 other>|<done at ms>".
 local function onceq_mark_word(same, at)
   return 'm|' .. (same and '1' or '0') .. '|' .. string.format('%d', at)
+end
+
+-- @del: what forgets a key.
+-- onceq_mark_del(reg, id, now): the key's marks go; returns how many.
+local function onceq_mark_del(reg, id, at)
+  if not onceq_marks(reg) then
+    return 0
+  end
+  local now = tonumber(at)
+  local n = 0
+  local ds = redis.call('HGETALL', reg)
+  local field = string.sub(id, 5)
+  for i = 1, #ds, 2 do
+    if tonumber(ds[i + 1]) > now then
+      local g = math.ceil(tonumber(ds[i]) / 2)
+      local b0 = math.floor(now / g)
+      local prefix = reg .. string.sub(id, 1, 4) .. ':' .. ds[i] .. ':'
+      for b = b0, b0 + 2 do
+        n = n + redis.call('HDEL', prefix .. string.format('%d', b), field)
+      end
+    end
+  end
+  return n
 end

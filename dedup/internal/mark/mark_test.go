@@ -3,7 +3,9 @@ package mark
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +23,8 @@ func TestAtIsWhereGetReads(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	ctx := context.Background()
-	put := redis.NewScript(Lua + `onceq_mark_put(KEYS[1], ARGV[1], ARGV[2], ARGV[3], 'abcd', ARGV[4], ARGV[5], ARGV[6]) return 1`)
-	get := redis.NewScript(Lua + `local same, at, e = onceq_mark().get(KEYS[1], ARGV[1], '', ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+	put := redis.NewScript(Write + `onceq_mark_put(KEYS[1], ARGV[1], ARGV[2], ARGV[3], 'abcd', ARGV[4], ARGV[5], ARGV[6]) return 1`)
+	get := redis.NewScript(Read + `local same, at, e = onceq_mark_get(KEYS[1], ARGV[1], '', ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 if same == nil then return false end
 return {at, e}`)
 	base := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC).UnixMilli()
@@ -63,6 +65,30 @@ return {at, e}`)
 						c.done, c.at, q.at, h, v[0], v[1], q.found, now.UnixMilli(), e)
 				}
 			}
+		}
+	}
+}
+
+// Each part defines its own functions and the first part's, no other: a
+// script that reads marks makes no closure to write or delete them.
+func TestPartsDefineTheirsAlone(t *testing.T) {
+	base := []string{"onceq_marks", "onceq_u32", "onceq_fpd"}
+	for name, c := range map[string]struct {
+		src  string
+		want []string
+	}{
+		"Read":  {Read, []string{"onceq_mark_get", "onceq_mark_word"}},
+		"Write": {Write, []string{"onceq_mark_put"}},
+		"Del":   {Del, []string{"onceq_mark_del"}},
+	} {
+		var got []string
+		for _, line := range strings.Split(c.src, "\n") {
+			if fn, ok := strings.CutPrefix(line, "local function "); ok {
+				got = append(got, fn[:strings.IndexByte(fn, '(')])
+			}
+		}
+		if want := append(slices.Clone(base), c.want...); !slices.Equal(got, want) {
+			t.Errorf("%s defines %v, want %v", name, got, want)
 		}
 	}
 }

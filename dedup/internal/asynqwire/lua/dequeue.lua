@@ -64,7 +64,7 @@ local fp = t[3] or ''
 if t[6] and t[6] < ARGV[9] and redis.call('EXISTS', t[2]) == 0 then
   local m = string.sub(t[6], 15)
   local lib = onceq_lib()
-  local same, at = lib.mark().get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
+  local same, at = lib.mark_get(string.sub(m, 17), string.sub(m, 1, 16), fp, ARGV[5])
   if same ~= nil then
     return {t[1], id, 0, t[2], lib.mark_word(same, at)}
   end

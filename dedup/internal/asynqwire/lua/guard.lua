@@ -126,7 +126,7 @@ if KEYS[7] then
     return refuse()
   end
   if type(rec) ~= 'string' then
-    local same, at = onceq_mark().get(KEYS[11], ARGV[12], ARGV[6], ARGV[13], ARGV[15], ARGV[16], ARGV[17], ARGV[18])
+    local same, at = onceq_mark_get(KEYS[11], ARGV[12], ARGV[6], ARGV[13], ARGV[15], ARGV[16], ARGV[17], ARGV[18])
     if same ~= nil then
       rec = onceq_mark_word(same, at)
       return refuse()

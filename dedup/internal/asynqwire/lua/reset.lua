@@ -39,7 +39,7 @@ end
 local n = redis.call('DEL', KEYS[1], KEYS[2])
 local marked = 0
 if ARGV[6] then
-  marked = onceq_mark().del(KEYS[#KEYS], ARGV[6], ARGV[7])
+  marked = onceq_mark_del(KEYS[#KEYS], ARGV[6], ARGV[7])
   n = n + marked
 end
 for _, w in ipairs(redis.call('SMEMBERS', KEYS[3])) do

@@ -1,6 +1,6 @@
 -- A repeat under the "successor" policy, run in place of asynq's enqueue or
--- schedule script (defined above it unchanged as asynq_insert, with
--- promote.lua and the history's onceq_history above that), once the
+-- schedule script (defined above it unchanged as asynq_insert, with the
+-- history's onceq_history above that), once the
 -- guard refused the job: the key has a task or a record.
 -- KEYS[1], KEYS[2], ARGV[1..3] -> asynq's own: the task hash, and the pending
 --   list (enqueue) or the scheduled set (schedule); message, id/time as asynq sends
