@@ -308,10 +308,10 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		c.err = err
 		return c, true
 	}
-	sk := boxedStateKeys(queue)
 	if sc := ga.Successor; sc != nil && ga.Record != "" {
 		// lua/successor.lua's layout
 		c.script = successors[sha]
+		sk := boxedStateKeys(queue)
 		after := "after"
 		if sc.Pending {
 			after = "pending"
@@ -323,12 +323,12 @@ func guardCall(cmd redis.Cmder, g Guard) (insertCall, bool) {
 		return c, true
 	}
 	// lua/guard.lua's layout: asynq's KEYS and ARGV first.
-	nk := 6
+	nk := 2
 	if ga.Record != "" {
-		nk = 11 + len(ga.Windows)
+		nk = 7 + len(ga.Windows)
 	}
 	c.call = make([]any, 0, 3+nk+18+2*len(ga.Windows))
-	c.call = append(c.call, nil, nil, nk, keys[0], keys[1], sk[0], sk[1], sk[2], sk[3])
+	c.call = append(c.call, nil, nil, nk, keys[0], keys[1])
 	if ga.Record != "" {
 		c.call = append(c.call, ga.Record, ga.History, ga.Mark, ga.WindowSet, ga.Marks)
 		for _, w := range ga.Windows {

@@ -3,19 +3,15 @@
 -- insert are one step, and the key's history records what it decided.
 -- KEYS[1], KEYS[2], ARGV[1..3] -> asynq's own: the task hash, and the pending
 --   list (enqueue) or the scheduled set (schedule); message, id/time as asynq sends
--- KEYS[3] -> asynq:{<queue>}:pending
--- KEYS[4] -> asynq:{<queue>}:scheduled
--- KEYS[5] -> asynq:{<queue>}:archived
--- KEYS[6] -> asynq:{<queue>}:completed
--- KEYS[7] -> onceq:{<home>}:ns/id:rec, the idempotency record; absent on Cluster
+-- KEYS[3] -> onceq:{<home>}:ns/id:rec, the idempotency record; absent on Cluster
 --            for a task outside its key's home queue (another slot)
--- KEYS[8] -> onceq:{<home>}:ns/id:hist, the key's history; with KEYS[7] (onceq:{<home>}: the
+-- KEYS[4] -> onceq:{<home>}:ns/id:hist, the key's history; with KEYS[3] (onceq:{<home>}: the
 --            type keeps none)
--- KEYS[9] -> onceq:{<home>}:ns/id:inc, the key's next incarnation after a reset (with KEYS[7])
--- KEYS[10] -> onceq:{<home>}:ns/id:wins, the windows the job took (with KEYS[7]): a
+-- KEYS[5] -> onceq:{<home>}:ns/id:inc, the key's next incarnation after a reset (with KEYS[3])
+-- KEYS[6] -> onceq:{<home>}:ns/id:wins, the windows the job took (with KEYS[3]): a
 --            reset finds them there; it lives as long as the longest of them
--- KEYS[11] -> onceq:{<home>}:mark:<ns>/, the key's compact mark registry
---            (internal/mark; with KEYS[7]; "": the key keeps none): with
+-- KEYS[7] -> onceq:{<home>}:mark:<ns>/, the key's compact mark registry
+--            (internal/mark; with KEYS[3]; "": the key keeps none): with
 --            no record, a live mark refuses the insert as a done record
 --            does, and the task's hash keeps it as onceq_mark ("<now ms>|",
 --            the mark id, then the registry) for the joined dequeue, which
@@ -25,7 +21,7 @@
 --            delimited on both ends (",archived," or ",pending,scheduled,"); "" none.
 --            "completed" is replaced only while the record is not done: its
 --            retention outlived the record's done TTL (asynq's janitor lags)
--- ARGV[6] -> the job's fingerprint, kept in the task's hash with KEYS[7] as
+-- ARGV[6] -> the job's fingerprint, kept in the task's hash with KEYS[3] as
 --            onceq_fp and onceq_rec so the worker's dequeue can claim it (join.go)
 -- ARGV[7] -> the head of the history's entries (internal/history Head: time,
 --            way in, task id), which the guard ends with its decision:
@@ -39,12 +35,12 @@
 --            recorded, the insert that follows is
 -- ARGV[11] -> the incarnation the task's headers carry, kept in the task's
 --            hash as onceq_inc when above 1
--- KEYS[12..] -> onceq:{<home>}:ns/id:win, the job's rule windows (on Cluster
+-- KEYS[8..] -> onceq:{<home>}:ns/id:win, the job's rule windows (on Cluster
 --            only when each is in the task's slot: then they are one step
 --            with the insert)
--- ARGV[12] -> the key's mark id (with KEYS[11])
+-- ARGV[12] -> the key's mark id (with KEYS[7])
 -- ARGV[13] -> now in ms (the producer's clock), for the mark
--- ARGV[14] -> the holder (the job key), with KEYS[7]
+-- ARGV[14] -> the holder (the job key), with KEYS[3]
 -- ARGV[15..18] -> the done TTL (ms) the producer expects of the key's marks,
 --            and the names of the hashes of the 3 buckets its mark can be in
 --            now (internal/mark Lookup), which the lookup then need not work out
@@ -58,7 +54,7 @@
 -- rule i's window refused the job, before anything else is looked at (a
 -- "2" window held by its holder: after the record). {-2, n} refuses, with
 -- nothing written, an insert of an incarnation below n, which a reset left
--- in KEYS[9] (the reset key's next life gets a new downstream key); an
+-- in KEYS[5] (the reset key's next life gets a new downstream key); an
 -- insert at n or above deletes it. It is
 -- also refused, with nothing written, when the record says done (the task was
 -- deleted, its job is still done) or the existing task is in another state.
@@ -69,10 +65,10 @@
 -- never both, never neither.
 -- Rule i's window is KEYS[W + i], its TTL and flag ARGV[R - 1 + 2i] and
 -- ARGV[R + 2i]; the holder is ARGV[H].
-local W, H, R = 11, 14, 18
+local W, H, R = 7, 14, 18
 local function throttled(i, h)
   local pttl = redis.call('PTTL', KEYS[W + i])
-  onceq_history(KEYS[8], ARGV[7] .. 't||' .. h, pttl, 'keep')
+  onceq_history(KEYS[4], ARGV[7] .. 't||' .. h, pttl, 'keep')
   return {-1, i, h, pttl}
 end
 for i = W + 1, #KEYS do
@@ -85,13 +81,13 @@ local rec, inc = nil, 0
 -- A refusal outside Cluster carries what holds the key, so the producer
 -- can describe it without reading again.
 local function refuse()
-  if not KEYS[7] then
+  if not KEYS[3] then
     return 0
   end
   local t = redis.call('HMGET', KEYS[1], 'msg', 'state', 'result', 'onceq_fp', 'onceq_inc')
   local r, pttl = '', -2
   if type(rec) == 'string' then
-    r, pttl = rec, redis.call('PTTL', KEYS[7])
+    r, pttl = rec, redis.call('PTTL', KEYS[3])
   end
   local marked = string.sub(r, 1, 2) == 'm|'
   local done = marked or string.sub(r, 1, 2) == 'd|'
@@ -113,20 +109,20 @@ local function refuse()
     local inc = t[5] or ((state or done) and '1') or ''
     if same then
       local st = (done and 'done') or state or 'unknown'
-      onceq_history(KEYS[8], ARGV[7] .. 'd|' .. inc .. '|' .. st, pttl > 0 and pttl or ARGV[9], 'keep')
+      onceq_history(KEYS[4], ARGV[7] .. 'd|' .. inc .. '|' .. st, pttl > 0 and pttl or ARGV[9], 'keep')
     else
-      onceq_history(KEYS[8], ARGV[7] .. 'c|' .. inc .. '|', pttl > 0 and pttl or ARGV[9], 'keep')
+      onceq_history(KEYS[4], ARGV[7] .. 'c|' .. inc .. '|', pttl > 0 and pttl or ARGV[9], 'keep')
     end
   end
   return {0, t[1] or '', t[2] or '', t[3] or '', r, pttl}
 end
-if KEYS[7] then
-  rec = redis.pcall('GET', KEYS[7])
+if KEYS[3] then
+  rec = redis.pcall('GET', KEYS[3])
   if type(rec) == 'string' and string.sub(rec, 1, 2) == 'd|' then
     return refuse()
   end
   if type(rec) ~= 'string' then
-    local same, at = onceq_mark_get(KEYS[11], ARGV[12], ARGV[6], ARGV[13], ARGV[15], ARGV[16], ARGV[17], ARGV[18])
+    local same, at = onceq_mark_get(KEYS[7], ARGV[12], ARGV[6], ARGV[13], ARGV[15], ARGV[16], ARGV[17], ARGV[18])
     if same ~= nil then
       rec = onceq_mark_word(same, at)
       return refuse()
@@ -144,7 +140,7 @@ if KEYS[7] then
     end
   end
   -- Most keys were never reset: no number read for them (strtod costs).
-  local reset = redis.call('GET', KEYS[9])
+  local reset = redis.call('GET', KEYS[5])
   if reset then
     inc = tonumber(reset)
     if inc > tonumber(ARGV[11]) then
@@ -159,14 +155,14 @@ if state then
   if ARGV[5] == '' or not string.find(ARGV[5], ',' .. state .. ',', 1, true) then
     return refuse()
   end
+  -- The state's list or set, named from the task's key as asynq names it
+  -- (asynq:{<queue>}:t:<id> -> asynq:{<queue>}:<state>), in its slot: a
+  -- key only a replacement uses is not handed to every insert.
+  local set = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[4] - 2) .. state
   if state == 'pending' then
-    redis.call('LREM', KEYS[3], 0, ARGV[4])
-  elseif state == 'scheduled' then
-    redis.call('ZREM', KEYS[4], ARGV[4])
-  elseif state == 'archived' then
-    redis.call('ZREM', KEYS[5], ARGV[4])
-  elseif state == 'completed' then
-    redis.call('ZREM', KEYS[6], ARGV[4])
+    redis.call('LREM', set, 0, ARGV[4])
+  elseif state == 'scheduled' or state == 'archived' or state == 'completed' then
+    redis.call('ZREM', set, ARGV[4])
   else
     return refuse()
   end
@@ -176,27 +172,27 @@ local n = asynq_insert()
 if n == 0 then
   return refuse()
 end
-if KEYS[7] then
+if KEYS[3] then
   -- One HSET for all of onceq's fields: each redis.call costs microseconds.
-  local f = {'onceq_rec', KEYS[7], 'onceq_fp', ARGV[6]}
-  if onceq_keeps(KEYS[8]) then
+  local f = {'onceq_rec', KEYS[3], 'onceq_fp', ARGV[6]}
+  if onceq_keeps(KEYS[4]) then
     f[#f + 1] = 'onceq_hist'
-    f[#f + 1] = KEYS[8]
+    f[#f + 1] = KEYS[4]
   end
   if ARGV[11] ~= '1' then
     f[#f + 1] = 'onceq_inc'
     f[#f + 1] = ARGV[11]
   end
-  if onceq_marks(KEYS[11]) then
+  if onceq_marks(KEYS[7]) then
     f[#f + 1] = 'onceq_mark'
-    f[#f + 1] = ARGV[13] .. '|' .. ARGV[12] .. KEYS[11]
+    f[#f + 1] = ARGV[13] .. '|' .. ARGV[12] .. KEYS[7]
   end
   redis.call('HSET', KEYS[1], unpack(f))
   if inc > 0 then
-    redis.call('DEL', KEYS[9])
+    redis.call('DEL', KEYS[5])
   end
-  if onceq_keeps(KEYS[8]) then -- else no entry is made: a string Lua collects
-    onceq_history(KEYS[8], ARGV[7] .. ARGV[8], ARGV[9], 'max')
+  if onceq_keeps(KEYS[4]) then -- else no entry is made: a string Lua collects
+    onceq_history(KEYS[4], ARGV[7] .. ARGV[8], ARGV[9], 'max')
   end
 end
 if #KEYS <= W then
@@ -207,13 +203,13 @@ for i = W + 1, #KEYS do
   local ttl = tonumber(ARGV[R - 1 + 2 * (i - W)])
   if redis.call('SET', KEYS[i], ARGV[H], 'NX', 'PX', ttl) then
     taken = taken .. '1'
-    redis.call('SADD', KEYS[10], KEYS[i])
+    redis.call('SADD', KEYS[6], KEYS[i])
     longest = math.max(longest, ttl)
   else
     taken = taken .. '0'
   end
 end
-if longest > 0 and longest > redis.call('PTTL', KEYS[10]) then
-  redis.call('PEXPIRE', KEYS[10], longest)
+if longest > 0 and longest > redis.call('PTTL', KEYS[6]) then
+  redis.call('PEXPIRE', KEYS[6], longest)
 end
 return {n, taken}
