@@ -53,7 +53,8 @@ type Slot struct{ Bucket, Field, Offset, TTL, Ends string }
 
 // At is the slot of the mark of the key with mark id id (dedup/keys.go
 // markID) under registry reg, done at now for done: the bucket of its
-// expiry e, e's offset in it. onceq_mark_get (mark.lua) reads the same buckets.
+// expiry e, e's offset in it. onceq_mark_get (mark.lua) reads the same
+// buckets.
 func At(reg, id string, now time.Time, done time.Duration) Slot {
 	d, ms := done.Milliseconds(), now.UnixMilli()
 	g := span(d)
@@ -73,18 +74,18 @@ func At(reg, id string, now time.Time, done time.Duration) Slot {
 	return Slot{Bucket: s[:h], Field: id[4:], Offset: s[h:o], TTL: s[o:t], Ends: s[t:]}
 }
 
-// Hint is what the guard passes onceq_mark_get (mark.lua) for the done TTL its
-// producer expects: Done as the registry's field, and the names of the 3
-// buckets' hashes a live mark of the key can be in, the registry's name
-// first: the script then makes no string of them.
+// Hint is what the guard passes onceq_mark_get (mark.lua) for the done
+// TTL its producer expects: Done as the registry's field, and the names of
+// the 3 buckets' hashes a live mark of the key can be in, the registry's
+// name first: the script then makes no string of them.
 type Hint struct {
 	Done    string
 	Buckets [3]string
 }
 
 // Lookup is the Hint for the key with mark id id, under registry reg, at
-// now, for done: the buckets from now's on, b0 to b0 + 2, as onceq_mark_get works
-// them out.
+// now, for done: the buckets from now's on, b0 to b0 + 2, as
+// onceq_mark_get works them out.
 func Lookup(reg, id string, now time.Time, done time.Duration) Hint {
 	d := done.Milliseconds()
 	b0 := now.UnixMilli() / span(d)

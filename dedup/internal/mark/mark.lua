@@ -72,8 +72,8 @@ local function onceq_mark_put(reg, dur, key, field, fpd, off, pttl, ends)
 end
 
 -- @read: what a lookup runs.
--- onceq_mark_get(reg, id, fp, at, hd, h0, h1, h2): nil when the key has no live
--- mark (or reg names none), else whether fp is the marked content
+-- onceq_mark_get(reg, id, fp, at, hd, h0, h1, h2): nil when the key has
+-- no live mark (or reg names none), else whether fp is the marked content
 -- (either "" counts as the same), when the job was done and when the
 -- mark ends (ms). A live mark is in one of the 3 buckets from now's on,
 -- per done TTL the registry names with a bucket ending after now. hd,
