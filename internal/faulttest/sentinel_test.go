@@ -90,6 +90,10 @@ func sentinelStream(t *testing.T, mode string, minReplicas int) {
 			}
 			srv.Stop()
 			t.Logf("%s: kill -9 of master %s at job %d", mode, addr, i)
+			// It comes back in the role Sentinel last wrote to its
+			// redis.conf, as a deployed node does: from its first
+			// command line, a promoted replica would replicate its own
+			// replica, and Sentinel finds no replica good to promote.
 			faults.Go(func() {
 				time.Sleep(3 * time.Second)
 				if err := srv.Restart(); err != nil {

@@ -20,8 +20,8 @@ import (
 // Server is a redis-server process this package started.
 type Server struct {
 	Addr string
-	Dir  string // working directory: redis.log, AOF files
-	args []string
+	Dir  string // working directory: redis.conf, redis.log, AOF files
+	conf string // redis.conf, which CONFIG REWRITE (Sentinel's too) updates
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -29,8 +29,11 @@ type Server struct {
 
 // Launch starts redis-server in dir on a free loopback port, without
 // snapshots and with noeviction; args are extra redis-server arguments
-// (later ones win, e.g. "--appendonly", "yes"). It returns once the server
-// answers PING. Stop it when done; Start does that for a test.
+// (later ones win, e.g. "--appendonly", "yes"). They are written to
+// dir/redis.conf, so CONFIG REWRITE works and a restart takes what it wrote,
+// as a deployed server does: a node Sentinel promoted comes back a master.
+// It returns once the server answers PING. Stop it when done; Start does
+// that for a test.
 func Launch(dir string, args ...string) (*Server, error) {
 	return LaunchInRange(dir, Ports{}, args...)
 }
@@ -64,7 +67,7 @@ func LaunchInRange(dir string, ports Ports, args ...string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, fmt.Errorf("no redis-server on PATH")
 	}
-	s := &Server{Dir: dir}
+	s := &Server{Dir: dir, conf: filepath.Join(dir, "redis.conf")}
 	var err error
 	for range 5 { // the probed port may be taken before redis binds it
 		var port int
@@ -72,8 +75,11 @@ func LaunchInRange(dir string, ports Ports, args ...string) (*Server, error) {
 			continue
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--save", "", "--dir", dir, "--maxmemory-policy", "noeviction"}, args...)
+		conf := confText(append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--dir", dir, "--maxmemory-policy", "noeviction"}, args...))
+		if err = os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			return nil, err
+		}
 		if err = s.launch(); err == nil {
 			return s, nil
 		}
@@ -81,14 +87,15 @@ func LaunchInRange(dir string, ports Ports, args ...string) (*Server, error) {
 	return nil, err
 }
 
-// Restart starts the stopped server again on the same port and directory,
-// so AOF data (when enabled) comes back.
+// Restart starts the stopped server again on the same port and directory
+// from its redis.conf, so AOF data (when enabled) and rewritten settings
+// (a role Sentinel gave it) come back.
 func (s *Server) Restart() error { return s.launch() }
 
 func (s *Server) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cmd := exec.Command("redis-server", s.args...)
+	cmd := exec.Command("redis-server", s.conf)
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = dieWithParent()
 	logf, err := os.Create(filepath.Join(s.Dir, "redis.log"))
@@ -133,6 +140,32 @@ func (s *Server) Stop() {
 	s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
+}
+
+// confText is args as redis.conf lines, as redis-server reads its own
+// command line: each --name starts a line, and its values follow, quoted.
+func confText(args []string) string {
+	var b strings.Builder
+	for i, a := range args {
+		if name, ok := strings.CutPrefix(a, "--"); ok {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(name)
+			continue
+		}
+		b.WriteString(` "`)
+		for _, c := range []byte(a) {
+			if c < ' ' || c > '~' || c == '"' || c == '\\' {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('\n')
+	return b.String()
 }
 
 // free returns a port of the range that was free a moment ago, starting

@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -44,5 +46,37 @@ func TestLaunchInRange(t *testing.T) {
 	}
 	if _, err := (Ports{port, port}).free(); err == nil {
 		t.Fatal("the range's only port is taken, yet reported free")
+	}
+}
+
+// A restart takes the role CONFIG REWRITE left, as Sentinel's promotions
+// and demotions do to a deployed node; a value with quotes, spaces and a
+// backslash reaches the server as given.
+func TestRestartTakesRewrittenConfig(t *testing.T) {
+	const odd = `a "b\ c`
+	primary := Start(t)
+	s := Start(t, "--replica-announce-ip", odd)
+	c := s.Client(t)
+	ctx := context.Background()
+	if got, err := c.ConfigGet(ctx, "replica-announce-ip").Result(); err != nil || got["replica-announce-ip"] != odd {
+		t.Fatalf("replica-announce-ip is %q (%v), want %q", got["replica-announce-ip"], err, odd)
+	}
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	if err := c.SlaveOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigRewrite(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	role, err := c.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(role) < 3 || role[0] != "slave" || role[1] != host || fmt.Sprint(role[2]) != port {
+		t.Fatalf("restarted server's role is %v, want a replica of %s", role, primary.Addr)
 	}
 }
