@@ -256,7 +256,8 @@ func TestCompactThroughServer(t *testing.T) {
 // registry HGETALL in the dequeue), and a completion writes its mark with
 // a bucket HSET and a PEXPIRE NX, touching the registry only when a bucket
 // opens (PTTL once per bucket, not per task); the completion of a key
-// without a history does not look for one.
+// without a history does not look for one. The enqueue writes the task's
+// hash once: onceq's fields go in asynq's own HSET.
 func TestMarksCostOnTaskPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -308,18 +309,13 @@ func TestMarksCostOnTaskPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 200
-	run(50, n)
-	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	stop = start(srv)
-	ran.Wait()
-	stop() // its completions acknowledged
-	stats, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// calls is cmd's count since the last call (INFO commandstats, which
+	// counts what scripts call).
 	calls := func(cmd string) int {
+		stats, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
 		_, rest, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls=")
 		if !ok {
 			return 0
@@ -327,6 +323,19 @@ func TestMarksCostOnTaskPath(t *testing.T) {
 		c, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 		return c
 	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	run(50, n)
+	if c := calls("hset"); c != n {
+		t.Errorf("%d HSET for %d enqueues, want one each: onceq's fields in asynq's HSET of the task", c, n)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop = start(srv)
+	ran.Wait()
+	stop() // its completions acknowledged
 	if c := calls("hgetall"); c != 0 {
 		t.Errorf("%d HGETALL for %d fresh tasks, want 0: the dequeue read marks the guard had just checked", c, n)
 	}

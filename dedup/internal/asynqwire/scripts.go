@@ -43,10 +43,16 @@ func asynqScript(name string) (src, sha string) {
 // unchanged, as the local function fn, then lua/<tail>, which calls it.
 // prelude goes first.
 func wrapped(prelude, fn, tail string, names ...string) map[string]*redis.Script {
+	return wrappedAs(prelude, fn+"()", tail, func(src string) string { return src }, names...)
+}
+
+// wrappedAs is wrapped with fn's parameters in fn ("name(params)") and
+// asynq's script passed through edit.
+func wrappedAs(prelude, fn, tail string, edit func(string) string, names ...string) map[string]*redis.Script {
 	out := map[string]*redis.Script{}
 	for _, name := range names {
 		src, sha := asynqScript(name)
-		full := prelude + "local function " + fn + "()\n" + src + "\nend\n" + source(tail)
+		full := prelude + "local function " + fn + "\n" + edit(src) + "\nend\n" + source(tail)
 		out[sha] = redis.NewScript(full)
 		wrappedSource[out[sha].Hash()] = full
 	}
@@ -58,8 +64,9 @@ func wrapped(prelude, fn, tail string, names ...string) map[string]*redis.Script
 var wrappedSource = map[string]string{}
 
 var (
-	// guards: asynq's enqueue and schedule, each behind lua/guard.lua.
-	guards = wrapped(history.Lua+mark.Read, "asynq_insert", "guard.lua", "enqueue.lua", "schedule.lua")
+	// guards: asynq's enqueue and schedule, each behind lua/guard.lua,
+	// with the library's fields in asynq's HSET of the task (withFields).
+	guards = wrappedAs(history.Lua+mark.Read, "asynq_insert(onceq_fields)", "guard.lua", withFields, "enqueue.lua", "schedule.lua")
 	// successors: asynq's enqueue and schedule, each behind
 	// lua/successor.lua.
 	successors = wrapped(history.Lua, "asynq_insert", "successor.lua", "enqueue.lua", "schedule.lua")
@@ -87,6 +94,24 @@ var (
 	}()
 	recoverScript = redis.NewScript(source("recover.lua"))
 )
+
+// taskHSET is how asynq's insert scripts write the task's hash: once
+// each, its fields after it, up to the call's ")".
+const taskHSET = `redis.call("HSET", KEYS[1],`
+
+// withFields is asynq's insert script src whose HSET of the task's hash
+// also writes the fields in onceq_fields, the guard's list (name, value,
+// ...): a second HSET after asynq's insert cost a command, its reply and
+// its propagation. Only asynq's scripts byte for byte are guarded (by
+// SHA-1), so the edit always finds its one place.
+func withFields(src string) string {
+	i := strings.Index(src, taskHSET)
+	j := strings.IndexByte(src[max(i, 0):], ')')
+	if i < 0 || j < 0 || strings.Count(src, taskHSET) != 1 {
+		panic("asynqwire: asynq's insert has no one HSET of the task: " + src) // embedded at build time
+	}
+	return src[:i+j] + ", unpack(onceq_fields)" + src[i+j:]
+}
 
 // onDemand defines onceq_lib(), which makes the functions lib defines and
 // returns them as the table fields names ("name = function, ...").

@@ -1,5 +1,6 @@
 -- onceq's guard, run in place of asynq's enqueue or schedule script (defined
--- above it unchanged as asynq_insert, by enqueue.go), so the checks and the
+-- above it as asynq_insert(onceq_fields) by scripts.go, unchanged but for
+-- the fields its HSET of the task also writes), so the checks and the
 -- insert are one step, and the key's history records what it decided.
 -- KEYS[1], KEYS[2], ARGV[1..3] -> asynq's own: the task hash, and the pending
 --   list (enqueue) or the scheduled set (schedule); message, id/time as asynq sends
@@ -168,13 +169,13 @@ if state then
   end
   redis.call('DEL', KEYS[1])
 end
-local n = asynq_insert()
-if n == 0 then
-  return refuse()
-end
-if KEYS[3] then
-  -- One HSET for all of onceq's fields: each redis.call costs microseconds.
-  local f = {'onceq_rec', KEYS[3], 'onceq_fp', ARGV[6]}
+-- onceq's fields go in asynq's own HSET of the task (scripts.go
+-- withFields): each redis.call costs microseconds.
+local f
+if not KEYS[3] then
+  f = {}
+else
+  f = {'onceq_rec', KEYS[3], 'onceq_fp', ARGV[6]}
   if onceq_keeps(KEYS[4]) then
     f[#f + 1] = 'onceq_hist'
     f[#f + 1] = KEYS[4]
@@ -187,7 +188,12 @@ if KEYS[3] then
     f[#f + 1] = 'onceq_mark'
     f[#f + 1] = ARGV[13] .. '|' .. ARGV[12] .. KEYS[7]
   end
-  redis.call('HSET', KEYS[1], unpack(f))
+end
+local n = asynq_insert(f)
+if n == 0 then
+  return refuse()
+end
+if KEYS[3] then
   if inc > 0 then
     redis.call('DEL', KEYS[5])
   end
