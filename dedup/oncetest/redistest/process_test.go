@@ -62,7 +62,7 @@ func TestRestartTakesRewrittenConfig(t *testing.T) {
 		t.Fatalf("replica-announce-ip is %q (%v), want %q", got["replica-announce-ip"], err, odd)
 	}
 	host, port, _ := net.SplitHostPort(primary.Addr)
-	if err := c.SlaveOf(ctx, host, port).Err(); err != nil {
+	if err := c.ReplicaOf(ctx, host, port).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ConfigRewrite(ctx).Err(); err != nil {
